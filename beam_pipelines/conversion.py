@@ -1,0 +1,119 @@
+"""Run one conversion: plan (validates), Beam pipeline into a temp folder, move into place.
+
+Nothing is half-written: output goes to a hidden sibling folder and is renamed into place
+only when the pipeline succeeded; an existing output folder is refused unless overwrite.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apache_beam as beam
+
+from beam_pipelines.runner_options import RunnerChoice
+from beam_pipelines.sources.base import LayoutError, Source
+from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
+from episodes.dataset_spec import DatasetSpec, Split, load_spec
+
+
+class OutputExistsError(FileExistsError):
+    """The output folder exists and --overwrite was not given."""
+
+
+@dataclass
+class ConversionReport:
+    output: Path
+    spec: DatasetSpec
+    seconds: float
+    runner: str
+    rejected: list[dict] = field(default_factory=list)
+
+    @property
+    def images(self) -> int:
+        return self.spec.total_images
+
+    @property
+    def images_per_second(self) -> float:
+        return self.images / max(self.seconds, 1e-9)
+
+    def summary(self) -> str:
+        spec = self.spec
+        lines = [f"Converted {spec.name} -> {self.output}"]
+        if spec.has_splits:
+            per = ", ".join(f"{s.value} {len(spec.classes(s))}" for s in Split)
+            lines.append(f"  classes: {spec.num_classes} ({per})")
+        else:
+            lines.append(f"  classes: {spec.num_classes} (no fixed split: use a split file)")
+        if spec.hierarchy is not None:
+            lines.append(f"  hierarchy: {type(spec.hierarchy).__name__}")
+        lines.append(f"  images: {self.images:,} written, {len(self.rejected)} rejected")
+        for item in self.rejected[:10]:
+            lines.append(f"    rejected {item['path']}: {item['reason']}")
+        if len(self.rejected) > 10:
+            lines.append(f"    ... {len(self.rejected) - 10} more in dataset_spec.json provenance")
+        lines.append(
+            f"  time: {self.seconds:.1f} s, {self.images_per_second:,.0f} images/s, {self.runner}"
+        )
+        return "\n".join(lines)
+
+
+def check_output(output: Path, overwrite: bool) -> None:
+    if output.exists() and not output.is_dir():
+        raise OutputExistsError(f"{output}: exists and is not a folder")
+    if output.exists() and any(output.iterdir()) and not overwrite:
+        raise OutputExistsError(f"{output}: output folder exists and is not empty (pass --overwrite)")
+
+
+def convert(
+    source: Source,
+    input_path: str | Path,
+    output: str | Path,
+    runner: RunnerChoice,
+    overwrite: bool = False,
+    workers: int = 1,
+) -> ConversionReport:
+    """Convert `input_path` with `source` into the dataset folder `output`."""
+    input_path, output = Path(input_path), Path(output)
+    check_output(output, overwrite)
+    plan = source.plan(input_path)  # validates the layout before anything runs
+    if not plan.classes:
+        raise LayoutError(f"{input_path}: no classes found; expected {source.layout}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.parent / f".{output.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    start = time.monotonic()
+    try:
+        with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
+            _ = (
+                pipeline
+                | "ReadRaw" >> ReadRawItems(source, plan)
+                | "WriteDataset" >> WriteConvertedDataset(plan, str(tmp), workers)
+            )
+        spec = load_spec(tmp)
+        _move_into_place(tmp, output)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    seconds = time.monotonic() - start
+    spec = load_spec(output)
+    return ConversionReport(
+        output=output,
+        spec=spec,
+        seconds=seconds,
+        runner=runner.description,
+        rejected=list(spec.provenance.get("rejected", [])),
+    )
+
+
+def _move_into_place(tmp: Path, output: Path) -> None:
+    old = None
+    if output.exists():
+        old = output.parent / f".{output.name}.old-{uuid.uuid4().hex[:8]}"
+        output.rename(old)
+    tmp.rename(output)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

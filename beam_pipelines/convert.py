@@ -1,0 +1,92 @@
+"""`python -m beam_pipelines.convert --source NAME --input RAW --output OUT`: convert a raw
+dataset into per-class TFRecords + index files + dataset_spec.json with Apache Beam.
+
+`--list-sources` prints every source with the raw layout it expects; `--source NAME --help`
+lists that source's options. Unknown runner flags go to Beam (Dataflow, Flink, Spark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from beam_pipelines.conversion import OutputExistsError, convert
+from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from beam_pipelines.sources import SOURCES, LayoutError, get_source_class
+
+
+def _base_parser(add_help: bool) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m beam_pipelines.convert",
+        description="Convert a raw image dataset into per-class TFRecords with Apache Beam.",
+        add_help=add_help,
+    )
+    parser.add_argument("--source", help="source name (see --list-sources), or tfds:NAME")
+    parser.add_argument("--list-sources", action="store_true", help="list sources and exit")
+    parser.add_argument("--all", action="store_true",
+                        help="convert every source found under --input (one sub-folder per source)")
+    parser.add_argument("--input", help="raw dataset folder (or archive folder)")
+    parser.add_argument("--output", help="output dataset folder")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    parser.add_argument("--image_format", choices=["jpeg", "png"], default=None,
+                        help="stored encoding (default: the source's)")
+    parser.add_argument("--image_mode", choices=["RGB", "L"], default=None,
+                        help="stored colour mode (default: the source's)")
+    parser.add_argument("--jpeg_quality", type=int, default=95)
+    parser.add_argument("--resize", type=int, default=None,
+                        help="store images resized to RESIZE x RESIZE (default: original size)")
+    add_runner_arguments(parser)
+    return parser
+
+
+def list_sources() -> str:
+    width = max(len(n) for n in SOURCES)
+    return "\n".join(f"{name:<{width}}  {SOURCES[name].layout}" for name in sorted(SOURCES))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre, _ = _base_parser(add_help=False).parse_known_args(argv)
+    parser = _base_parser(add_help=True)
+    source_cls = None
+    if pre.source:
+        try:
+            source_cls = get_source_class(pre.source)
+        except LayoutError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        source_cls.add_arguments(parser.add_argument_group(f"{source_cls.name} options"))
+    args, beam_args = parser.parse_known_args(argv)
+    if args.list_sources:
+        print(list_sources())
+        return 0
+    if args.all:
+        from beam_pipelines import convert_all  # added with the all-sources job
+
+        return convert_all.main(argv)
+    missing = [flag for flag in ("source", "input", "output") if not getattr(args, flag)]
+    if missing:
+        parser.error(f"missing {', '.join('--' + m for m in missing)}")
+    unknown = [a for a in beam_args if a.startswith("--") and not args.runner.lower().startswith(("dataflow", "flink", "spark", "prism", "portable"))]
+    if unknown and args.runner.lower() in ("directrunner", "direct"):
+        print(f"error: unknown option(s) {' '.join(unknown)} for the DirectRunner", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        runner = make_runner(args, beam_args)
+        source = source_cls(args)
+        report = convert(
+            source, Path(args.input), Path(args.output), runner,
+            overwrite=args.overwrite, workers=args.direct_num_workers,
+        )
+    except (LayoutError, OutputExistsError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Decode, check and re-encode one image for a converted dataset (the shared writer's codec).
+
+Every source yields raw bytes (or a pixel array); this stage decodes them fully (so truncated
+files are caught), applies the source's crop, converts the colour mode (CMYK, palette, PNG
+disguised as JPEG all end up as RGB or L), optionally resizes, and encodes deterministically.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageFile
+
+ImageFile.LOAD_TRUNCATED_IMAGES = False
+Image.MAX_IMAGE_PIXELS = 200_000_000
+
+FORMATS = {"jpeg": "JPEG", "png": "PNG"}
+
+
+class ImageRejected(ValueError):
+    """An input that is not a decodable image (truncated, empty, unknown format)."""
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """How the writer stores images."""
+
+    image_format: str = "jpeg"  # jpeg | png
+    mode: str = "RGB"  # RGB | L
+    jpeg_quality: int = 95
+    resize: int | None = None  # square side, or None to keep the source size
+
+    def __post_init__(self):
+        if self.image_format not in FORMATS:
+            raise ValueError(f"image format {self.image_format!r}: expected one of {sorted(FORMATS)}")
+        if self.mode not in ("RGB", "L"):
+            raise ValueError(f"image mode {self.mode!r}: expected RGB or L")
+        if not 1 <= self.jpeg_quality <= 100:
+            raise ValueError(f"jpeg quality {self.jpeg_quality}: expected 1..100")
+        if self.resize is not None and self.resize < 1:
+            raise ValueError(f"resize {self.resize}: expected a positive side length")
+
+
+def decode_image(data: bytes | None = None, array: np.ndarray | None = None) -> Image.Image:
+    """Fully decode encoded bytes (or wrap a uint8 array) into a PIL image."""
+    if array is not None:
+        arr = np.asarray(array)
+        if arr.dtype != np.uint8 or arr.ndim not in (2, 3) or arr.size == 0:
+            raise ImageRejected(f"pixel array of dtype {arr.dtype} and shape {arr.shape}")
+        return Image.fromarray(arr)
+    if not data:
+        raise ImageRejected("empty file")
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+    except Exception as exc:  # PIL raises many types for bad input
+        reason = re.sub(r"<_io\.BytesIO object at 0x[0-9a-f]+>", "data", str(exc))
+        raise ImageRejected(f"not a decodable image ({type(exc).__name__}: {reason})") from None
+    if image.width < 1 or image.height < 1:
+        raise ImageRejected(f"image of size {image.size}")
+    return image
+
+
+def to_mode(image: Image.Image, mode: str) -> Image.Image:
+    """Convert any PIL mode (CMYK, P, LA, RGBA, I;16, 1) to RGB or L."""
+    if image.mode == mode:
+        return image
+    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        image = Image.alpha_composite(background, rgba)
+    elif image.mode in ("I;16", "I;16B", "I"):
+        arr = np.asarray(image, dtype=np.float64)
+        span = max(arr.max() - arr.min(), 1.0)
+        image = Image.fromarray(((arr - arr.min()) / span * 255).astype(np.uint8))
+    return image.convert(mode)
+
+
+def encode_image(image: Image.Image, options: ImageOptions) -> bytes:
+    """Encode deterministically (no timestamps or random metadata)."""
+    buffer = io.BytesIO()
+    if options.image_format == "jpeg":
+        image.save(buffer, format="JPEG", quality=options.jpeg_quality, optimize=False)
+    else:
+        image.save(buffer, format="PNG", compress_level=6)
+    return buffer.getvalue()
+
+
+def process_image(
+    data: bytes | None,
+    options: ImageOptions,
+    array: np.ndarray | None = None,
+    crop_box: tuple[int, int, int, int] | None = None,
+) -> bytes:
+    """Decode, crop (left, top, right, bottom; clipped to the image), convert, resize, encode."""
+    image = decode_image(data, array)
+    if crop_box is not None:
+        left, top, right, bottom = crop_box
+        left, top = max(0, int(left)), max(0, int(top))
+        right, bottom = min(image.width, int(right)), min(image.height, int(bottom))
+        if right <= left or bottom <= top:
+            raise ImageRejected(f"crop box {crop_box} is empty inside an image of size {image.size}")
+        image = image.crop((left, top, right, bottom))
+    image = to_mode(image, options.mode)
+    if options.resize is not None and image.size != (options.resize, options.resize):
+        image = image.resize((options.resize, options.resize), Image.Resampling.BILINEAR)
+    return encode_image(image, options)

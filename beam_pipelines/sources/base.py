@@ -1,0 +1,157 @@
+"""What a converter is: a map from one raw layout to (class, image) items, plus a class plan.
+
+A source only knows its layout. `plan()` runs on the launching machine before the pipeline
+starts: it validates the layout (clear error naming the path and what was expected), fixes the
+class list in id order (train < valid < test), the hierarchy and the work units. `read_unit()`
+runs inside Beam workers and yields `RawItem`s. Decoding, encoding, sharding per class, index
+files, the spec and the report are the shared writer's job (beam_pipelines/writer.py).
+"""
+
+from __future__ import annotations
+
+import abc
+import argparse
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from beam_pipelines.image_codec import ImageOptions
+from episodes.dataset_spec import DagHierarchy, Split
+
+
+class LayoutError(ValueError):
+    """The input folder does not hold the raw layout the source expects."""
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    """One class of the converted dataset; its id is its position in the plan."""
+
+    name: str
+    split: Split | None = None
+    superclass: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """An independently readable piece of raw data (a folder, an archive member list, a file).
+
+    `payload` is source-specific and must be picklable; `expected_items` feeds progress/ETA."""
+
+    key: str
+    payload: Any
+    expected_items: int = 0
+
+
+@dataclass(frozen=True)
+class RawItem:
+    """One raw example: encoded bytes or a uint8 pixel array, plus where it came from.
+
+    `key` orders records inside a class (stable across runs and worker counts); `path` names
+    the origin in reports; `error` marks an input the source could not even read."""
+
+    class_name: str
+    key: str
+    path: str
+    data: bytes | None = None
+    array: np.ndarray | None = None
+    crop_box: tuple[int, int, int, int] | None = None
+    error: str | None = None
+
+
+@dataclass
+class ConversionPlan:
+    """Everything fixed before the pipeline starts."""
+
+    source: str
+    dataset_name: str
+    classes: list[ClassInfo]
+    units: list[WorkUnit]
+    image_options: ImageOptions
+    dag: DagHierarchy | None = None
+    superclass_names: list[str] | None = None  # bi-level hierarchy, in superclass id order
+    provenance: dict[str, Any] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason) found in planning
+
+    def __post_init__(self):
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"plan for {self.dataset_name}: duplicate class names {dupes[:5]}")
+        order = {Split.TRAIN: 0, Split.VALID: 1, Split.TEST: 2, None: 3}
+        ranks = [order[c.split] for c in self.classes]
+        if ranks != sorted(ranks):
+            raise ValueError(
+                f"plan for {self.dataset_name}: class ids must be contiguous with train < valid < test"
+            )
+
+    @property
+    def expected_items(self) -> int:
+        return sum(u.expected_items for u in self.units)
+
+    def class_index(self) -> dict[str, int]:
+        return {c.name: i for i, c in enumerate(self.classes)}
+
+
+class Source(abc.ABC):
+    """A raw dataset layout. Subclasses set `name`, `layout`, and implement plan/read_unit."""
+
+    name: ClassVar[str]
+    layout: ClassVar[str]  # one line: the raw files a user must provide
+    default_image_format: ClassVar[str] = "jpeg"
+    default_mode: ClassVar[str] = "RGB"
+
+    def __init__(self, options: argparse.Namespace | None = None):
+        self.options = options or argparse.Namespace()
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Source-specific command-line options (default: none)."""
+        return None
+
+    def image_options(self) -> ImageOptions:
+        opts = self.options
+        return ImageOptions(
+            image_format=getattr(opts, "image_format", None) or self.default_image_format,
+            mode=getattr(opts, "image_mode", None) or self.default_mode,
+            jpeg_quality=getattr(opts, "jpeg_quality", None) or 95,
+            resize=getattr(opts, "resize", None),
+        )
+
+    @abc.abstractmethod
+    def plan(self, input_path: Path) -> ConversionPlan:
+        """Validate the layout under `input_path` and fix classes, splits and work units."""
+
+    @abc.abstractmethod
+    def read_unit(self, unit: WorkUnit) -> Iterator[RawItem]:
+        """Yield the raw items of one unit (runs in Beam workers)."""
+
+
+def require_dir(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise LayoutError(f"{path}: not found; expected {what}")
+    if not path.is_dir():
+        raise LayoutError(f"{path}: not a folder; expected {what}")
+    return path
+
+
+def split_by_fractions(
+    names: Sequence[str], fractions: Sequence[float], seed: int
+) -> dict[str, Split]:
+    """Seeded split of class names by fractions (train, valid, test), e.g. 70/15/15."""
+    if len(fractions) != 3 or abs(sum(fractions) - 1.0) > 1e-6 or min(fractions) < 0:
+        raise ValueError(f"split fractions {list(fractions)}: expected three values summing to 1")
+    rng = np.random.default_rng(seed)
+    order = sorted(names)
+    perm = [order[i] for i in rng.permutation(len(order))]
+    n = len(order)
+    n_valid = int(round(fractions[1] * n))
+    n_test = int(round(fractions[2] * n))
+    n_train = n - n_valid - n_test
+    assignment = {}
+    for i, name in enumerate(perm):
+        assignment[name] = Split.TRAIN if i < n_train else Split.VALID if i < n_train + n_valid else Split.TEST
+    return assignment

@@ -1,0 +1,170 @@
+"""Omniglot, from the original archives: `images_background/` and `images_evaluation/`,
+each `<Alphabet>/characterNN/*.png`, as folders or as `images_background.zip` /
+`images_evaluation.zip`.
+
+Split (Meta-Dataset section 3.1): evaluation alphabets are test; of the background alphabets
+the 5 with the fewest characters are valid, the rest train. Class ids are contiguous with
+train < valid < test, alphabets sorted by name within a split and characters by folder name,
+as the reference converter does; class names are `<Alphabet>-<characterNN>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import zipfile
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+from beam_pipelines.sources.base import (
+    ClassInfo,
+    ConversionPlan,
+    LayoutError,
+    RawItem,
+    Source,
+    WorkUnit,
+)
+from episodes.dataset_spec import Split
+
+PARTS = ("images_background", "images_evaluation")
+NUM_VALID_ALPHABETS = 5
+
+
+def _scan_folder(root: Path) -> dict[str, dict[str, list[str]]]:
+    """{alphabet: {character: [file paths]}} of an extracted part."""
+    tree: dict[str, dict[str, list[str]]] = {}
+    for alphabet in sorted(p for p in root.iterdir() if p.is_dir()):
+        chars = {}
+        for char in sorted(p for p in alphabet.iterdir() if p.is_dir()):
+            chars[char.name] = sorted(str(f) for f in char.iterdir() if f.is_file())
+        tree[alphabet.name] = chars
+    return tree
+
+
+def _scan_zip(path: Path, part: str) -> dict[str, dict[str, list[str]]]:
+    tree: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                pieces = member.split("/")
+                if member.endswith("/") or len(pieces) != 4 or pieces[0] != part:
+                    continue
+                _, alphabet, char, _ = pieces
+                tree[alphabet][char].append(member)
+    except zipfile.BadZipFile as exc:
+        raise LayoutError(f"{path}: not a readable zip archive ({exc})") from None
+    return {a: {c: sorted(f) for c, f in sorted(chars.items())} for a, chars in sorted(tree.items())}
+
+
+class OmniglotSource(Source):
+    name = "omniglot"
+    layout = (
+        "images_background/ and images_evaluation/ (folders or .zip) of "
+        "<Alphabet>/characterNN/*.png"
+    )
+    default_image_format = "png"
+    default_mode = "L"
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--omniglot_valid_alphabets",
+            type=int,
+            default=NUM_VALID_ALPHABETS,
+            help="background alphabets (the smallest) held out as valid (default 5)",
+        )
+
+    def _locate(self, input_path: Path) -> dict[str, tuple[str, Path]]:
+        if not input_path.exists():
+            raise LayoutError(f"{input_path}: not found; expected a folder holding {self.layout}")
+        if not input_path.is_dir():
+            raise LayoutError(f"{input_path}: not a folder; expected a folder holding {self.layout}")
+        found = {}
+        for part in PARTS:
+            folder, archive = input_path / part, input_path / f"{part}.zip"
+            if folder.is_dir():
+                found[part] = ("folder", folder)
+            elif archive.is_file():
+                found[part] = ("zip", archive)
+        missing = [p for p in PARTS if p not in found]
+        if missing:
+            present = sorted(p.name for p in input_path.iterdir())[:8]
+            raise LayoutError(
+                f"{input_path}: not an Omniglot layout: missing {', '.join(missing)} "
+                f"(folder or .zip); expected {self.layout}; found {present}"
+            )
+        return found
+
+    def plan(self, input_path: Path) -> ConversionPlan:
+        input_path = Path(input_path)
+        found = self._locate(input_path)
+        trees = {}
+        for part, (kind, path) in found.items():
+            tree = _scan_folder(path) if kind == "folder" else _scan_zip(path, part)
+            tree = {a: chars for a, chars in tree.items() if chars}
+            if not tree:
+                raise LayoutError(
+                    f"{path}: no <Alphabet>/<characterNN>/ folders with images; expected {self.layout}"
+                )
+            trees[part] = tree
+        overlap = set(trees[PARTS[0]]) & set(trees[PARTS[1]])
+        if overlap:
+            raise LayoutError(f"{input_path}: alphabets in both parts: {sorted(overlap)[:5]}")
+        n_valid = getattr(self.options, "omniglot_valid_alphabets", NUM_VALID_ALPHABETS)
+        background = trees[PARTS[0]]
+        if not 0 <= n_valid < len(background):
+            raise LayoutError(
+                f"--omniglot_valid_alphabets {n_valid}: the background part has only "
+                f"{len(background)} alphabets"
+            )
+        by_size = sorted(background, key=lambda a: (len(background[a]), a))
+        valid_alphabets = set(by_size[:n_valid])
+        alphabet_split = {a: Split.VALID if a in valid_alphabets else Split.TRAIN for a in background}
+        alphabet_split.update({a: Split.TEST for a in trees[PARTS[1]]})
+        order = {Split.TRAIN: 0, Split.VALID: 1, Split.TEST: 2}
+        alphabets = sorted(alphabet_split, key=lambda a: (order[alphabet_split[a]], a))
+        classes, units = [], []
+        for alphabet in alphabets:
+            part = PARTS[0] if alphabet in background else PARTS[1]
+            kind, path = found[part]
+            for char, files in trees[part][alphabet].items():
+                class_name = f"{alphabet}-{char}"
+                classes.append(ClassInfo(class_name, alphabet_split[alphabet], alphabet))
+                units.append(
+                    WorkUnit(class_name, (class_name, kind, str(path), tuple(files)), len(files))
+                )
+        return ConversionPlan(
+            source=self.name,
+            dataset_name="omniglot",
+            classes=classes,
+            units=units,
+            image_options=self.image_options(),
+            superclass_names=alphabets,
+            provenance={
+                "input": str(input_path.resolve()),
+                "parts": {p: f"{k}:{v.name}" for p, (k, v) in found.items()},
+                "valid_alphabets": sorted(valid_alphabets),
+                "split_rule": "evaluation alphabets test; 5 smallest background alphabets valid",
+            },
+        )
+
+    def read_unit(self, unit: WorkUnit) -> Iterator[RawItem]:
+        class_name, kind, path, files = unit.payload
+        if kind == "folder":
+            for file in files:
+                try:
+                    data = Path(file).read_bytes()
+                except OSError as exc:
+                    yield RawItem(class_name, Path(file).name, file, error=f"unreadable: {exc}")
+                    continue
+                yield RawItem(class_name, Path(file).name, file, data=data)
+        else:
+            with zipfile.ZipFile(path) as archive:
+                for member in files:
+                    where = f"{path}:{member}"
+                    try:
+                        data = archive.read(member)
+                    except (zipfile.BadZipFile, OSError) as exc:
+                        yield RawItem(class_name, member.rsplit("/", 1)[-1], where, error=str(exc))
+                        continue
+                    yield RawItem(class_name, member.rsplit("/", 1)[-1], where, data=data)

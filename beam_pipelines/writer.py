@@ -1,0 +1,252 @@
+"""The shared writer: RawItems -> per-class TFRecords, `.index` sidecars and `dataset_spec.json`.
+
+Small named PTransforms, in pipeline order:
+  EncodeImages      decode/check/convert/encode each item; bad inputs go to a `rejected` output
+  WriteClassFiles   group by class id, order records by item key, write records + index
+  WriteSpec         one element with the class results and rejects as side inputs -> spec JSON
+Records inside a class are ordered by the source's item key, so the files are byte-identical
+whatever the runner, worker count or bundle order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipelines.image_codec import ImageOptions, ImageRejected, process_image
+from beam_pipelines.sources.base import ConversionPlan, RawItem
+from episodes.dataset_spec import BiLevelHierarchy, DatasetSpec, Split
+from episodes.example_proto import encode_image_example
+from episodes.record_index import RecordIndex
+from episodes.tfrecord_io import frame_record
+
+CONVERTER_VERSION = "1"
+REJECTED = "rejected"
+_LOG = logging.getLogger(__name__)
+
+
+class _Progress:
+    """Periodic progress lines (count, rate, ETA) from one worker, to stderr."""
+
+    def __init__(self, label: str, expected: int, share: float, every_s: float = 5.0):
+        self.label = label
+        self.expected = max(int(expected * share), 1) if expected else 0
+        self.every_s = every_s
+        self.count = 0
+        self.start = time.monotonic()
+        self.last = self.start
+
+    def tick(self) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            rate = self.count / max(now - self.start, 1e-9)
+            eta = ""
+            if self.expected > self.count:
+                eta = f", ETA {(self.expected - self.count) / max(rate, 1e-9):.0f}s"
+            print(
+                f"[{self.label}] pid {os.getpid()}: {self.count:,} images, {rate:,.0f} img/s{eta}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+class EncodeImagesFn(beam.DoFn):
+    """RawItem -> (class id, (key, encoded image)), or a (path, reason) on `rejected`."""
+
+    def __init__(self, class_index: dict[str, int], options: ImageOptions, expected: int, workers: int):
+        self.class_index = class_index
+        self.options = options
+        self.expected = expected
+        self.workers = max(workers, 1)
+
+    def setup(self):
+        self._progress = _Progress("convert", self.expected, 1.0 / self.workers)
+
+    def process(self, item: RawItem):
+        self._progress.tick()
+        class_id = self.class_index.get(item.class_name)
+        if class_id is None:
+            yield beam.pvalue.TaggedOutput(
+                REJECTED, (item.path, f"class {item.class_name!r} is not in the conversion plan")
+            )
+            return
+        if item.error:
+            yield beam.pvalue.TaggedOutput(REJECTED, (item.path, item.error))
+            return
+        try:
+            encoded = process_image(item.data, self.options, item.array, item.crop_box)
+        except ImageRejected as exc:
+            yield beam.pvalue.TaggedOutput(REJECTED, (item.path, str(exc)))
+            return
+        yield class_id, (item.key, encoded)
+
+
+def class_file_names(class_id: int, file_pattern: str = "{}.tfrecords") -> tuple[str, str]:
+    records = file_pattern.format(class_id)
+    return records, os.path.splitext(records)[0] + ".index"
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    with FileSystems.create(path) as out:
+        out.write(data)
+
+
+def write_class_file(element: tuple[int, Any], output_dir: str) -> dict[str, Any]:
+    """Write one class's records (ordered by key) and its index; return its counts."""
+    class_id, values = element
+    ordered = sorted(values, key=lambda kv: (kv[0], hashlib.sha256(kv[1]).digest()))
+    keys = [k for k, _ in ordered]
+    duplicates = len(keys) - len(set(keys))
+    buffer = io.BytesIO()
+    offsets = []
+    for _, image in ordered:
+        offsets.append(buffer.tell())
+        buffer.write(frame_record(encode_image_example(image, class_id)))
+    data = buffer.getvalue()
+    records_name, index_name = class_file_names(class_id)
+    _write_bytes(FileSystems.join(output_dir, records_name), data)
+    index = RecordIndex(np.asarray(offsets, dtype=np.uint64), len(data))
+    _write_bytes(FileSystems.join(output_dir, index_name), index.to_bytes())
+    return {
+        "class_id": int(class_id),
+        "images": len(ordered),
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "duplicate_keys": duplicates,
+    }
+
+
+def build_spec(plan: ConversionPlan, results: list[dict], rejected: list[tuple[str, str]]) -> DatasetSpec:
+    """The dataset spec of a finished conversion (pure: no I/O)."""
+    images = [0] * len(plan.classes)
+    for result in results:
+        images[result["class_id"]] = result["images"]
+    splits_known = [c.split is not None for c in plan.classes]
+    if all(splits_known):
+        split_classes = {s: [i for i, c in enumerate(plan.classes) if c.split == s] for s in Split}
+    elif not any(splits_known):
+        split_classes = None
+    else:
+        raise ValueError(f"plan for {plan.dataset_name}: some classes have a split and some do not")
+    hierarchy = None
+    if plan.dag is not None:
+        hierarchy = plan.dag
+    elif plan.superclass_names is not None:
+        super_index = {n: i for i, n in enumerate(plan.superclass_names)}
+        superclass_of = [super_index[c.superclass] for c in plan.classes]
+        superclass_splits = None
+        if split_classes is not None:
+            superclass_splits = {
+                s: sorted({superclass_of[c] for c in ids}) for s, ids in split_classes.items()
+            }
+        hierarchy = BiLevelHierarchy(list(plan.superclass_names), superclass_of, superclass_splits)
+    all_rejected = sorted(plan.skipped) + sorted(rejected)
+    empty = [i for i, n in enumerate(images) if n == 0]
+    provenance = dict(plan.provenance)
+    provenance.update(
+        {
+            "source": plan.source,
+            "converter_version": CONVERTER_VERSION,
+            "beam_version": beam.__version__,
+            "images_written": int(sum(images)),
+            "rejected_count": len(all_rejected),
+            "rejected": [{"path": p, "reason": r} for p, r in all_rejected],
+            "empty_classes": empty,
+            "duplicate_keys": int(sum(r.get("duplicate_keys", 0) for r in results)),
+            "image_mode": plan.image_options.mode,
+            "resize": plan.image_options.resize,
+            "records_sha256": hashlib.sha256(
+                "".join(r["sha256"] for r in sorted(results, key=lambda r: r["class_id"])).encode()
+            ).hexdigest(),
+        }
+    )
+    return DatasetSpec(
+        name=plan.dataset_name,
+        class_names=[c.name for c in plan.classes],
+        images_per_class=images,
+        split_classes=split_classes,
+        hierarchy=hierarchy,
+        image_format=plan.image_options.image_format,
+        provenance=provenance,
+    )
+
+
+def write_spec(_, plan: ConversionPlan, results: list[dict], rejected: list, output_dir: str) -> int:
+    """Write empty files for classes without images, then dataset_spec.json."""
+    done = {r["class_id"] for r in results}
+    for class_id in range(len(plan.classes)):
+        if class_id not in done:
+            records_name, index_name = class_file_names(class_id)
+            _write_bytes(FileSystems.join(output_dir, records_name), b"")
+            _write_bytes(
+                FileSystems.join(output_dir, index_name),
+                RecordIndex(np.zeros(0, dtype=np.uint64), 0).to_bytes(),
+            )
+    spec = build_spec(plan, results, [tuple(r) for r in rejected])
+    import json
+
+    _write_bytes(
+        FileSystems.join(output_dir, "dataset_spec.json"),
+        (json.dumps(spec.to_json(), indent=1) + "\n").encode(),
+    )
+    return len(results)
+
+
+@dataclass
+class WriteConvertedDataset(beam.PTransform):
+    """PCollection[RawItem] -> a converted dataset folder at `output_dir`."""
+
+    plan: ConversionPlan
+    output_dir: str
+    workers: int = 1
+
+    def expand(self, items):
+        encoded = items | "EncodeImages" >> beam.ParDo(
+            EncodeImagesFn(
+                self.plan.class_index(), self.plan.image_options, self.plan.expected_items, self.workers
+            )
+        ).with_outputs(REJECTED, main="encoded")
+        results = (
+            encoded.encoded
+            | "GroupByClass" >> beam.GroupByKey()
+            | "WriteClassFiles" >> beam.Map(write_class_file, self.output_dir)
+        )
+        return (
+            items.pipeline
+            | "SpecTrigger" >> beam.Create([None])
+            | "WriteSpec"
+            >> beam.Map(
+                write_spec,
+                self.plan,
+                beam.pvalue.AsList(results),
+                beam.pvalue.AsList(encoded[REJECTED]),
+                self.output_dir,
+            )
+        )
+
+
+@dataclass
+class ReadRawItems(beam.PTransform):
+    """The plan's work units -> RawItems, via the source's `read_unit` (spread over workers)."""
+
+    source: Any
+    plan: ConversionPlan
+
+    def expand(self, pipeline):
+        return (
+            pipeline
+            | "CreateUnits" >> beam.Create(self.plan.units, reshuffle=len(self.plan.units) > 1)
+            | "ReadUnits" >> beam.FlatMap(self.source.read_unit)
+        )

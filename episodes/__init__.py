@@ -1,0 +1,1 @@
+"""Episodes: dataset specs, record index and reader, the Meta-Dataset sampler, adapters."""

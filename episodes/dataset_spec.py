@@ -1,0 +1,514 @@
+"""Dataset specifications: what classes a converted dataset has, their splits and hierarchy.
+
+Reads our `dataset_spec.json` and, unchanged, the reference Meta-Dataset spec files
+(`DatasetSpecification`, `BiLevelDatasetSpecification`, `HierarchicalDatasetSpecification`,
+whose dict keys are Python-repr strings such as "TRAIN" or "0").
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+SPEC_FILENAME = "dataset_spec.json"
+SPEC_FORMAT = "fewshot-tasksets.dataset_spec/1"
+
+
+class SpecError(ValueError):
+    """A dataset spec that cannot be read or does not describe what was asked of it."""
+
+
+class Split(str, Enum):
+    """The three class splits of a few-shot benchmark."""
+
+    TRAIN = "train"
+    VALID = "valid"
+    TEST = "test"
+
+    @classmethod
+    def parse(cls, value: str | Split) -> Split:
+        """Accept 'train', 'TRAIN', 'Split.TRAIN', 'validation', 'val', ... ."""
+        if isinstance(value, Split):
+            return value
+        text = str(value).strip()
+        if text.startswith("<") and ":" in text:  # "<Split.TRAIN: 0>"
+            text = text[1:].split(":", 1)[0]
+        text = text.split(".")[-1].lower()
+        aliases = {"train": cls.TRAIN, "valid": cls.VALID, "validation": cls.VALID,
+                   "val": cls.VALID, "test": cls.TEST}
+        if text not in aliases:
+            raise SpecError(f"unknown split {value!r}: expected one of train, valid, test")
+        return aliases[text]
+
+
+ALL_SPLITS = (Split.TRAIN, Split.VALID, Split.TEST)
+
+
+@dataclass(frozen=True)
+class DagNode:
+    """A WordNet synset in one split's sub-DAG."""
+
+    wn_id: str
+    words: str
+    children: tuple[str, ...]
+    parents: tuple[str, ...]
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+
+@dataclass
+class DagHierarchy:
+    """Per-split sub-DAGs of WordNet over the classes (Meta-Dataset's ImageNet hierarchy)."""
+
+    split_nodes: dict[Split, dict[str, DagNode]]
+
+    def nodes(self, split: Split) -> dict[str, DagNode]:
+        return self.split_nodes.get(Split.parse(split), {})
+
+    def leaves(self, split: Split) -> list[str]:
+        """Leaf synsets of a split's DAG, sorted by WordNet id."""
+        return sorted(n.wn_id for n in self.nodes(split).values() if n.is_leaf)
+
+    def roots(self, split: Split) -> list[str]:
+        return sorted(n.wn_id for n in self.nodes(split).values() if not n.parents)
+
+    def spanned_leaves(self, split: Split) -> dict[str, frozenset[str]]:
+        """For every node of a split's DAG, the set of leaves reachable from it."""
+        nodes = self.nodes(split)
+        memo: dict[str, frozenset[str]] = {}
+        order: list[str] = []
+        seen: set[str] = set()
+        # Iterative post-order: children before parents.
+        for root in sorted(nodes):
+            if root in seen:
+                continue
+            stack = [(root, False)]
+            while stack:
+                wn_id, expanded = stack.pop()
+                if expanded:
+                    order.append(wn_id)
+                    continue
+                if wn_id in seen:
+                    continue
+                seen.add(wn_id)
+                stack.append((wn_id, True))
+                for child in nodes[wn_id].children:
+                    if child not in seen:
+                        stack.append((child, False))
+        for wn_id in order:
+            node = nodes[wn_id]
+            if node.is_leaf:
+                memo[wn_id] = frozenset((wn_id,))
+            else:
+                span: set[str] = set()
+                for child in node.children:
+                    span |= memo[child]
+                memo[wn_id] = frozenset(span)
+        return memo
+
+    def to_json(self) -> dict:
+        return {
+            "type": "dag",
+            "splits": {
+                split.value: [
+                    {"wn_id": n.wn_id, "words": n.words, "children": list(n.children),
+                     "parents": list(n.parents)}
+                    for n in sorted(nodes.values(), key=lambda n: n.wn_id)
+                ]
+                for split, nodes in self.split_nodes.items()
+            },
+        }
+
+    @classmethod
+    def from_node_lists(cls, split_lists: Mapping[Split, Iterable[Mapping[str, Any]]]) -> DagHierarchy:
+        split_nodes: dict[Split, dict[str, DagNode]] = {}
+        for split, node_list in split_lists.items():
+            nodes: dict[str, DagNode] = {}
+            for raw in node_list:
+                node = DagNode(
+                    wn_id=raw["wn_id"],
+                    words=raw.get("words", ""),
+                    children=tuple(raw.get("children", raw.get("children_ids", ()))),
+                    parents=tuple(raw.get("parents", raw.get("parents_ids", ()))),
+                )
+                nodes[node.wn_id] = node
+            for node in nodes.values():
+                for other in node.children + node.parents:
+                    if other not in nodes:
+                        raise SpecError(f"{split.value} DAG: node {node.wn_id} links to unknown {other}")
+            split_nodes[Split.parse(split)] = nodes
+        return cls(split_nodes)
+
+
+@dataclass
+class BiLevelHierarchy:
+    """Two-level hierarchy: every class belongs to one superclass (Omniglot alphabets,
+    CIFAR-100 coarse labels)."""
+
+    superclass_names: list[str]
+    superclass_of: list[int]  # per class id
+    superclass_splits: dict[Split, list[int]] | None = None  # superclass ids per split
+
+    def classes_of(self, superclass: int) -> list[int]:
+        return [c for c, s in enumerate(self.superclass_of) if s == superclass]
+
+    def superclasses(self, split: Split | None = None) -> list[int]:
+        if split is None or self.superclass_splits is None:
+            return list(range(len(self.superclass_names)))
+        return list(self.superclass_splits.get(Split.parse(split), []))
+
+    def to_json(self) -> dict:
+        return {
+            "type": "bilevel",
+            "superclasses": [
+                {"id": s, "name": name, "classes": self.classes_of(s)}
+                for s, name in enumerate(self.superclass_names)
+            ],
+            "superclass_splits": (
+                None if self.superclass_splits is None
+                else {k.value: list(v) for k, v in self.superclass_splits.items()}
+            ),
+        }
+
+
+Hierarchy = DagHierarchy | BiLevelHierarchy
+
+
+@dataclass
+class DatasetSpec:
+    """Classes of a converted dataset: names, image counts, splits, hierarchy, provenance.
+
+    Class ids are positions in `class_names`; records of class c live in
+    `root / file_pattern.format(c)`.
+    """
+
+    name: str
+    class_names: list[str]
+    images_per_class: list[int]
+    split_classes: dict[Split, list[int]] | None = None
+    hierarchy: Hierarchy | None = None
+    image_format: str | None = None
+    file_pattern: str = "{}.tfrecords"
+    provenance: dict[str, Any] = field(default_factory=dict)
+    root: Path | None = None
+    source_format: str = "fewshot-tasksets"
+
+    def __post_init__(self):
+        if len(self.class_names) != len(self.images_per_class):
+            raise SpecError(
+                f"spec {self.name!r}: {len(self.class_names)} class names but "
+                f"{len(self.images_per_class)} image counts"
+            )
+        if len(set(self.class_names)) != len(self.class_names):
+            dupes = sorted({n for n in self.class_names if self.class_names.count(n) > 1})
+            raise SpecError(f"spec {self.name!r}: duplicate class names {dupes[:5]}")
+        if self.split_classes is not None:
+            seen: dict[int, Split] = {}
+            for split, ids in self.split_classes.items():
+                for c in ids:
+                    if not 0 <= c < self.num_classes:
+                        raise SpecError(f"spec {self.name!r}: {split.value} class id {c} out of range")
+                    if c in seen:
+                        raise SpecError(
+                            f"spec {self.name!r}: class {c} in both {seen[c].value} and {split.value}"
+                        )
+                    seen[c] = split
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def total_images(self) -> int:
+        return int(sum(self.images_per_class))
+
+    @property
+    def has_splits(self) -> bool:
+        return self.split_classes is not None
+
+    def classes(self, split: Split | str) -> list[int]:
+        """Class ids of a split, sorted."""
+        split = Split.parse(split)
+        if self.split_classes is None:
+            raise SpecError(
+                f"dataset {self.name!r} defines no class splits: pass a split file (--split-file)"
+            )
+        return sorted(self.split_classes.get(split, []))
+
+    def split_of(self, class_id: int) -> Split | None:
+        if self.split_classes is None:
+            return None
+        for split, ids in self.split_classes.items():
+            if class_id in ids:
+                return split
+        return None
+
+    def class_id(self, name: str) -> int:
+        try:
+            return self._name_to_id()[name]
+        except KeyError:
+            raise SpecError(f"dataset {self.name!r} has no class named {name!r}") from None
+
+    def _name_to_id(self) -> dict[str, int]:
+        cache = self.__dict__.get("_name_cache")
+        if cache is None or len(cache) != len(self.class_names):
+            cache = {n: i for i, n in enumerate(self.class_names)}
+            self.__dict__["_name_cache"] = cache
+        return cache
+
+    def records_path(self, class_id: int) -> Path:
+        if self.root is None:
+            raise SpecError(f"spec {self.name!r} was not loaded from a dataset folder")
+        return self.root / self.file_pattern.format(class_id)
+
+    def with_splits(
+        self, train: Sequence[str], valid: Sequence[str], test: Sequence[str], source: str = ""
+    ) -> DatasetSpec:
+        """A copy whose splits are given by class names (a split file overriding the spec's).
+
+        A DAG hierarchy is per split and cannot follow an arbitrary re-split, so it is dropped;
+        a bi-level hierarchy is kept (superclass splits cleared)."""
+        split_classes = {}
+        for split, names in ((Split.TRAIN, train), (Split.VALID, valid), (Split.TEST, test)):
+            unknown = [n for n in names if n not in self._name_to_id()]
+            if unknown:
+                raise SpecError(
+                    f"split file {source or ''} names {len(unknown)} classes not in dataset "
+                    f"{self.name!r}, e.g. {unknown[:3]}"
+                )
+            split_classes[split] = sorted(self._name_to_id()[n] for n in names)
+        hierarchy = self.hierarchy
+        if isinstance(hierarchy, DagHierarchy):
+            hierarchy = None
+        elif isinstance(hierarchy, BiLevelHierarchy):
+            hierarchy = replace(hierarchy, superclass_splits=None)
+        provenance = dict(self.provenance, split_file=source) if source else self.provenance
+        return replace(self, split_classes=split_classes, hierarchy=hierarchy, provenance=provenance)
+
+    def to_json(self) -> dict:
+        return {
+            "format": SPEC_FORMAT,
+            "name": self.name,
+            "image_format": self.image_format,
+            "file_pattern": self.file_pattern,
+            "num_classes": self.num_classes,
+            "total_images": self.total_images,
+            "splits": (
+                None if self.split_classes is None
+                else {s.value: sorted(self.split_classes.get(s, [])) for s in ALL_SPLITS}
+            ),
+            "classes": [
+                {"id": i, "name": n, "images": int(k)}
+                for i, (n, k) in enumerate(zip(self.class_names, self.images_per_class))
+            ],
+            "hierarchy": None if self.hierarchy is None else self.hierarchy.to_json(),
+            "provenance": self.provenance,
+        }
+
+    def save(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        if path.is_dir():
+            path = path / SPEC_FILENAME
+        path.write_text(json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_spec(path: str | os.PathLike) -> DatasetSpec:
+    """Load a spec from a dataset folder or a JSON file, ours or the reference Meta-Dataset's."""
+    path = Path(path)
+    spec_path = path / SPEC_FILENAME if path.is_dir() else path
+    if not spec_path.exists():
+        raise SpecError(f"{spec_path}: no dataset spec found (expected {SPEC_FILENAME})")
+    try:
+        raw = json.loads(spec_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{spec_path}: not valid JSON ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise SpecError(f"{spec_path}: expected a JSON object")
+    try:
+        if raw.get("format") == SPEC_FORMAT:
+            spec = _from_ours(raw)
+        elif "__class__" in raw:
+            spec = _from_reference(raw)
+        else:
+            raise SpecError(
+                f"{spec_path}: neither a {SPEC_FORMAT} spec nor a reference Meta-Dataset spec "
+                f"(no 'format' or '__class__' key)"
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, SpecError):
+            raise SpecError(f"{spec_path}: {exc}") from exc
+        raise SpecError(f"{spec_path}: malformed spec ({type(exc).__name__}: {exc})") from exc
+    spec.root = spec_path.parent
+    return spec
+
+
+def _from_ours(raw: dict) -> DatasetSpec:
+    classes = sorted(raw["classes"], key=lambda c: c["id"])
+    if [c["id"] for c in classes] != list(range(len(classes))):
+        raise SpecError("class ids are not 0..N-1")
+    splits = raw.get("splits")
+    split_classes = None if splits is None else {Split.parse(k): list(v) for k, v in splits.items()}
+    hierarchy: Hierarchy | None = None
+    h = raw.get("hierarchy")
+    if h is not None:
+        if h["type"] == "dag":
+            hierarchy = DagHierarchy.from_node_lists(
+                {Split.parse(k): v for k, v in h["splits"].items()}
+            )
+        elif h["type"] == "bilevel":
+            supers = sorted(h["superclasses"], key=lambda s: s["id"])
+            superclass_of = [-1] * len(classes)
+            for s in supers:
+                for c in s["classes"]:
+                    superclass_of[c] = s["id"]
+            if -1 in superclass_of:
+                raise SpecError(f"class {superclass_of.index(-1)} belongs to no superclass")
+            ss = h.get("superclass_splits")
+            hierarchy = BiLevelHierarchy(
+                superclass_names=[s["name"] for s in supers],
+                superclass_of=superclass_of,
+                superclass_splits=None if ss is None else {Split.parse(k): list(v) for k, v in ss.items()},
+            )
+        else:
+            raise SpecError(f"unknown hierarchy type {h['type']!r}")
+    return DatasetSpec(
+        name=raw["name"],
+        class_names=[c["name"] for c in classes],
+        images_per_class=[int(c["images"]) for c in classes],
+        split_classes=split_classes,
+        hierarchy=hierarchy,
+        image_format=raw.get("image_format"),
+        file_pattern=raw.get("file_pattern", "{}.tfrecords"),
+        provenance=raw.get("provenance", {}),
+    )
+
+
+def _repr_value(value: Any) -> Any:
+    """Reference specs may hold dicts serialised as Python repr strings."""
+    if isinstance(value, str) and value[:1] in "{[(":
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return value
+    return value
+
+
+def _split_dict(value: Any) -> dict[Split, Any]:
+    value = _repr_value(value)
+    return {Split.parse(k): _repr_value(v) for k, v in value.items()}
+
+
+def _int_keyed(value: Any) -> dict[int, Any]:
+    value = _repr_value(value)
+    return {int(k): v for k, v in value.items()}
+
+
+def _from_reference(raw: dict) -> DatasetSpec:
+    kind = raw["__class__"]
+    name = raw["name"]
+    file_pattern = raw.get("file_pattern", "{}.tfrecords")
+    if kind == "DatasetSpecification":
+        per_split = _split_dict(raw["classes_per_split"])
+        names = _int_keyed(raw["class_names"])
+        images = _int_keyed(raw["images_per_class"])
+        n = len(names)
+        split_classes: dict[Split, list[int]] = {}
+        start = 0
+        for split in ALL_SPLITS:
+            count = int(per_split.get(split, 0))
+            split_classes[split] = list(range(start, start + count))
+            start += count
+        if start != n:
+            raise SpecError(f"classes_per_split sums to {start} but there are {n} classes")
+        return DatasetSpec(
+            name=name,
+            class_names=[names[i] for i in range(n)],
+            images_per_class=[int(images[i]) for i in range(n)],
+            split_classes=split_classes,
+            file_pattern=file_pattern,
+            provenance={"reference_spec_class": kind},
+            source_format="meta-dataset",
+        )
+    if kind == "BiLevelDatasetSpecification":
+        supers_per_split = _split_dict(raw["superclasses_per_split"])
+        classes_per_super = _int_keyed(raw["classes_per_superclass"])
+        super_names = _int_keyed(raw["superclass_names"])
+        names = _int_keyed(raw["class_names"])
+        images = _int_keyed(raw["images_per_class"])
+        superclass_of: list[int] = []
+        for s in range(len(classes_per_super)):
+            superclass_of.extend([s] * int(classes_per_super[s]))
+        if len(superclass_of) != len(names):
+            raise SpecError(
+                f"classes_per_superclass sums to {len(superclass_of)} but there are {len(names)} classes"
+            )
+        superclass_splits: dict[Split, list[int]] = {}
+        start = 0
+        for split in ALL_SPLITS:
+            count = int(supers_per_split.get(split, 0))
+            superclass_splits[split] = list(range(start, start + count))
+            start += count
+        if start != len(classes_per_super):
+            raise SpecError(
+                f"superclasses_per_split sums to {start}, expected {len(classes_per_super)}"
+            )
+        split_classes = {
+            split: [c for c, s in enumerate(superclass_of) if s in set(ids)]
+            for split, ids in superclass_splits.items()
+        }
+        return DatasetSpec(
+            name=name,
+            class_names=[names[i] for i in range(len(names))],
+            images_per_class=[int(images[i]) for i in range(len(names))],
+            split_classes=split_classes,
+            hierarchy=BiLevelHierarchy(
+                superclass_names=[super_names[s] for s in range(len(super_names))],
+                superclass_of=superclass_of,
+                superclass_splits=superclass_splits,
+            ),
+            file_pattern=file_pattern,
+            provenance={"reference_spec_class": kind},
+            source_format="meta-dataset",
+        )
+    if kind == "HierarchicalDatasetSpecification":
+        subgraphs = _split_dict(raw["split_subgraphs"])
+        hierarchy = DagHierarchy.from_node_lists(subgraphs)
+        names = _int_keyed(raw["class_names"])
+        per_split_images = _split_dict(raw["images_per_class"])
+        wnid_to_id = {wnid: i for i, wnid in names.items()}
+        images = [0] * len(names)
+        split_classes = {}
+        for split in ALL_SPLITS:
+            leaves = hierarchy.leaves(split)
+            ids = []
+            for leaf in leaves:
+                if leaf not in wnid_to_id:
+                    raise SpecError(f"{split.value} leaf {leaf} is not among class_names")
+                cid = wnid_to_id[leaf]
+                ids.append(cid)
+                counts = per_split_images.get(split, {})
+                images[cid] = int(counts.get(leaf, counts.get(str(cid), 0)))
+            split_classes[split] = sorted(ids)
+        return DatasetSpec(
+            name=name,
+            class_names=[names[i] for i in range(len(names))],
+            images_per_class=images,
+            split_classes=split_classes,
+            hierarchy=hierarchy,
+            file_pattern=file_pattern,
+            provenance={"reference_spec_class": kind},
+            source_format="meta-dataset",
+        )
+    raise SpecError(f"unknown reference spec class {kind!r}")

@@ -1,0 +1,126 @@
+"""Random access to converted datasets: example k of class c with one seek, CRCs verified.
+
+No TensorFlow on this path. Open file handles are bounded by an LRU pool, whatever the class
+count, and indexes are loaded lazily per class.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from episodes.example_proto import ExampleDecodeError, decode_image_example
+from episodes.record_index import RecordIndex, load_or_build_index
+from episodes.tfrecord_io import RecordCorruptError, unframe_record
+
+
+class CorruptRecordError(RuntimeError):
+    """A record that fails its CRC or does not parse, named by file, class and record number."""
+
+
+class FileHandlePool:
+    """At most `capacity` open files; least recently used handles are closed first."""
+
+    def __init__(self, capacity: int = 64):
+        if capacity < 1:
+            raise ValueError(f"file handle pool capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._handles: OrderedDict[str, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, path: str, offset: int, length: int) -> bytes:
+        """Read `length` bytes at `offset` (os.pread: no shared file position between threads)."""
+        with self._lock:
+            fd = self._handles.get(path)
+            if fd is None:
+                fd = os.open(path, os.O_RDONLY)
+                self._handles[path] = fd
+                while len(self._handles) > self.capacity:
+                    _, old = self._handles.popitem(last=False)
+                    os.close(old)
+            else:
+                self._handles.move_to_end(path)
+            data = os.pread(fd, length, offset)
+        return data
+
+    @property
+    def open_count(self) -> int:
+        return len(self._handles)
+
+    def close(self) -> None:
+        with self._lock:
+            while self._handles:
+                _, fd = self._handles.popitem()
+                os.close(fd)
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class RecordReader:
+    """Reads records of a converted dataset folder by (class id, record number)."""
+
+    def __init__(
+        self,
+        dataset_dir: str | os.PathLike,
+        file_pattern: str = "{}.tfrecords",
+        max_open_files: int = 64,
+        index_cache_dir: str | os.PathLike | None = None,
+    ):
+        self.dataset_dir = Path(dataset_dir)
+        self.file_pattern = file_pattern
+        self.index_cache_dir = index_cache_dir
+        self._pool = FileHandlePool(max_open_files)
+        self._indexes: dict[int, RecordIndex] = {}
+        self._index_lock = threading.Lock()
+
+    def records_path(self, class_id: int) -> Path:
+        return self.dataset_dir / self.file_pattern.format(class_id)
+
+    def index(self, class_id: int) -> RecordIndex:
+        index = self._indexes.get(class_id)
+        if index is None:
+            with self._index_lock:
+                index = self._indexes.get(class_id)
+                if index is None:
+                    index = load_or_build_index(self.records_path(class_id), self.index_cache_dir)
+                    self._indexes[class_id] = index
+        return index
+
+    def num_records(self, class_id: int) -> int:
+        return len(self.index(class_id))
+
+    def read_payload(self, class_id: int, k: int) -> bytes:
+        """Serialized tf.train.Example of record k of class `class_id`."""
+        offset, length = self.index(class_id).span(k)
+        path = str(self.records_path(class_id))
+        frame = self._pool.read(path, offset, length)
+        try:
+            return unframe_record(frame, where=path)
+        except RecordCorruptError as exc:
+            raise CorruptRecordError(
+                f"corrupt record: file {path}, class {class_id}, record {k}: {exc}"
+            ) from exc
+
+    def read_example(self, class_id: int, k: int) -> tuple[bytes, int]:
+        """(encoded image bytes, label) of record k of class `class_id`."""
+        payload = self.read_payload(class_id, k)
+        try:
+            return decode_image_example(payload)
+        except ExampleDecodeError as exc:
+            raise CorruptRecordError(
+                f"corrupt record: file {self.records_path(class_id)}, class {class_id}, "
+                f"record {k}: {exc}"
+            ) from exc
+
+    @property
+    def open_files(self) -> int:
+        return self._pool.open_count
+
+    def close(self) -> None:
+        self._pool.close()

@@ -1,0 +1,86 @@
+"""Fine-tuning a pre-trained network on an episode (Dhillon et al., sec. 3 and appendix A.3).
+
+A cosine classifier is appended to the backbone's logits and initialised from the support set
+(eq. 6); then all weights are fine-tuned with Adam (lr 5e-5, 25 epochs) on the support
+cross-entropy. Transductive fine-tuning adds the Shannon entropy of query predictions (eq. 8),
+one update per term per epoch; the entropy term can be divided by log(ways) (sec. 4.2).
+The network is fine-tuned on a copy in evaluation mode: BatchNorm keeps its pre-training
+statistics while its affine parameters are trained with all the other weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from learners.episode_batch import EpisodeTensors
+from learners.prototypes import cosine_classifier_logits, support_based_init
+
+
+@dataclass(frozen=True)
+class FinetuneOptions:
+    epochs: int = 25
+    lr: float = 5e-5
+    transductive: bool = False
+    entropy_log_ways: bool = False
+    relu: bool = True
+
+
+class CosineHead(nn.Module):
+    """Classifier on backbone logits: w z_+ / ||z_+|| + b (eq. 7), initialised by eq. 6."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor, relu: bool = True):
+        super().__init__()
+        self.weight = nn.Parameter(weight.detach().clone())
+        self.bias = nn.Parameter(bias.detach().clone())
+        self.relu = relu
+
+    @classmethod
+    def from_support(
+        cls, support_logits: torch.Tensor, labels: torch.Tensor, ways: int, relu: bool = True
+    ) -> CosineHead:
+        weight, bias = support_based_init(support_logits, labels, ways, relu)
+        return cls(weight, bias, relu)
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        return cosine_classifier_logits(logits, self.weight, self.bias, self.relu)
+
+
+def mean_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Average Shannon entropy H(p) of the softmax rows (the regulariser of eq. 8)."""
+    log_p = F.log_softmax(logits, dim=1)
+    return -(log_p.exp() * log_p).sum(dim=1).mean()
+
+
+def finetune_query_logits(
+    network: nn.Module, ep: EpisodeTensors, options: FinetuneOptions
+) -> torch.Tensor:
+    """Fine-tune a copy of `network` (images -> logits over training classes) on `ep`; return
+    the (Q, ways) query logits of the fine-tuned model. `network` itself is left unchanged."""
+    model = copy.deepcopy(network).eval()
+    with torch.enable_grad():
+        with torch.no_grad():
+            head = CosineHead.from_support(
+                model(ep.support_images), ep.support_labels, ep.ways, options.relu
+            )
+        optimizer = torch.optim.Adam(
+            list(model.parameters()) + list(head.parameters()), lr=options.lr
+        )
+        entropy_weight = 1.0
+        if options.entropy_log_ways and ep.ways > 1:
+            entropy_weight = 1.0 / math.log(ep.ways)
+        for _ in range(options.epochs):
+            optimizer.zero_grad(set_to_none=True)
+            F.cross_entropy(head(model(ep.support_images)), ep.support_labels).backward()
+            optimizer.step()
+            if options.transductive:
+                optimizer.zero_grad(set_to_none=True)
+                (entropy_weight * mean_entropy(head(model(ep.query_images)))).backward()
+                optimizer.step()
+    with torch.no_grad():
+        return head(model(ep.query_images))

@@ -1,0 +1,99 @@
+"""MAML family (Meta-Dataset sec. 2): MAML, first-order MAML, ANIL and Proto-MAML.
+
+A linear head (W, b) on the embedding g(.; theta) is adapted on the support set by `inner_steps`
+SGD steps of size `inner_lr`; the query loss of the adapted model trains theta. Because ways vary
+per episode the head is not meta-learned: it starts at zero (MAML, ANIL) or at the Prototypical
+Network-equivalent layer W_k = 2 c_k, b_k = -||c_k||^2 with gradients flowing through that
+initialisation (Proto-MAML). ANIL adapts only the head (Raghu et al.; ATG sec. 3).
+BatchNorm always uses batch statistics (no running averages), as usual for MAML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call
+
+from learners.episode_batch import EpisodeTensors
+from learners.inner_loop import Params, sgd_adapt
+from learners.learner import Learner, LearnerConfig
+from learners.prototypes import class_prototypes, prototype_linear_layer
+
+HEAD_WEIGHT = "head.weight"
+HEAD_BIAS = "head.bias"
+
+
+@dataclass(frozen=True)
+class MamlVariant:
+    """Which parameters adapt, how the head starts, and whether second-order terms are kept."""
+
+    first_order: bool
+    adapt_backbone: bool
+    head_init: str  # "zeros" or "prototypes"
+
+
+MAML_VARIANTS = {
+    "maml": MamlVariant(first_order=False, adapt_backbone=True, head_init="zeros"),
+    "fomaml": MamlVariant(first_order=True, adapt_backbone=True, head_init="zeros"),
+    "anil": MamlVariant(first_order=False, adapt_backbone=False, head_init="zeros"),
+    "protomaml": MamlVariant(first_order=False, adapt_backbone=True, head_init="prototypes"),
+    "foprotomaml": MamlVariant(first_order=True, adapt_backbone=True, head_init="prototypes"),
+}
+
+
+class MAML(Learner):
+    def __init__(self, config: LearnerConfig, variant: MamlVariant):
+        super().__init__(config)
+        self.variant = variant
+        self.backbone = self.build_backbone(track_running_stats=False)
+        self.finish_init()
+
+    def _features(self, params: Params, images: torch.Tensor) -> torch.Tensor:
+        backbone_params = {k: v for k, v in params.items() if not k.startswith("head.")}
+        return functional_call(self.backbone, backbone_params, (images,))
+
+    def _logits(self, params: Params, images: torch.Tensor) -> torch.Tensor:
+        return F.linear(self._features(params, images), params[HEAD_WEIGHT], params[HEAD_BIAS])
+
+    def initial_head(self, ep: EpisodeTensors) -> tuple[torch.Tensor, torch.Tensor]:
+        """Zero head, or the prototype-equivalent linear layer (differentiable in theta)."""
+        if self.variant.head_init == "prototypes":
+            support = self.backbone(ep.support_images)
+            return prototype_linear_layer(class_prototypes(support, ep.support_labels, ep.ways))
+        dim = self.backbone.out_dim
+        weight = torch.zeros(ep.ways, dim, device=self.device, requires_grad=True)
+        bias = torch.zeros(ep.ways, device=self.device, requires_grad=True)
+        return weight, bias
+
+    def adapt(self, ep: EpisodeTensors, steps: int, first_order: bool) -> Params:
+        """Inner loop on the support set; returns backbone (adapted or not) and head tensors."""
+        weight, bias = self.initial_head(ep)
+        fast: Params = {HEAD_WEIGHT: weight, HEAD_BIAS: bias}
+        fixed: Params = {}
+        for name, parameter in self.backbone.named_parameters():
+            (fast if self.variant.adapt_backbone else fixed)[name] = parameter
+        if not self.variant.adapt_backbone:
+            support_features = self.backbone(ep.support_images)
+
+            def support_loss(p: Params) -> torch.Tensor:
+                logits = F.linear(support_features, p[HEAD_WEIGHT], p[HEAD_BIAS])
+                return F.cross_entropy(logits, ep.support_labels)
+
+        else:
+
+            def support_loss(p: Params) -> torch.Tensor:
+                return F.cross_entropy(self._logits(p, ep.support_images), ep.support_labels)
+
+        return {**fixed, **sgd_adapt(support_loss, fast, steps, self.config.inner_lr, first_order)}
+
+    def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
+        if self.training:
+            params = self.adapt(ep, self.config.inner_steps, self.variant.first_order)
+            return self._logits(params, ep.query_images)
+        steps = self.config.eval_inner_steps
+        steps = self.config.inner_steps if steps is None else steps
+        with torch.enable_grad():  # adaptation needs gradients even at evaluation time
+            params = self.adapt(ep, steps, first_order=True)
+            return self._logits(params, ep.query_images).detach()

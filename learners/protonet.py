@@ -1,0 +1,22 @@
+"""Prototypical Networks (Snell et al.; Meta-Dataset sec. 2): softmax over -||g(x) - c_k||^2."""
+
+from __future__ import annotations
+
+import torch
+
+from learners.episode_batch import EpisodeTensors
+from learners.learner import Learner, LearnerConfig, embed_episode
+from learners.prototypes import class_prototypes, prototype_logits
+
+
+class ProtoNet(Learner):
+    """Episodic training of the embedding with the prototype classifier."""
+
+    def __init__(self, config: LearnerConfig):
+        super().__init__(config)
+        self.backbone = self.build_backbone()
+        self.finish_init()
+
+    def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
+        support, query = embed_episode(self.backbone, ep)
+        return prototype_logits(query, class_prototypes(support, ep.support_labels, ep.ways))

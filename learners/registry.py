@@ -1,0 +1,54 @@
+"""Method names -> learner classes, so CLIs and checkpoints can rebuild a learner by name."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from learners.learner import Learner, LearnerConfig
+from learners.maml import MAML, MAML_VARIANTS
+from learners.matching import MatchingNet
+from learners.multiclass import MulticlassLearner
+from learners.protonet import ProtoNet
+from learners.relation import RelationNet
+
+# Multiclass pre-training under another name: the name fixes the episode inference.
+MULTICLASS_ALIASES = {
+    "multiclass": None,
+    "knn": "knn",
+    "finetune": "finetune",
+    "transductive": "transductive",
+    "support_init": "support_init",
+}
+EPISODIC_METHODS = ("protonet", "matching", "relation", *MAML_VARIANTS)
+METHODS = (*EPISODIC_METHODS, *MULTICLASS_ALIASES)
+
+
+def canonical_method(name: str) -> str:
+    key = name.lower().replace("-", "_")
+    key = {"matchingnet": "matching", "relationnet": "relation", "fo_maml": "fomaml",
+           "proto_maml": "protomaml", "fo_protomaml": "foprotomaml",
+           "transductive_finetune": "transductive"}.get(key, key)
+    if key not in METHODS:
+        raise ValueError(f"unknown method {name!r}; expected one of {METHODS}")
+    return key
+
+
+def is_episodic(method: str) -> bool:
+    return canonical_method(method) in EPISODIC_METHODS
+
+
+def build_learner(config: LearnerConfig) -> Learner:
+    """Construct the learner for `config.method` (weights initialised from torch's RNG)."""
+    method = canonical_method(config.method)
+    if method in MULTICLASS_ALIASES:
+        inference = MULTICLASS_ALIASES[method]
+        if inference is not None:
+            config = replace(config, inference=inference)
+        return MulticlassLearner(config)
+    if method == "protonet":
+        return ProtoNet(config)
+    if method == "matching":
+        return MatchingNet(config)
+    if method == "relation":
+        return RelationNet(config)
+    return MAML(config, MAML_VARIANTS[method])

@@ -1,0 +1,31 @@
+"""Few-shot taskset toolkit: Beam converters, ATG splits, Meta-Dataset episodes, learners."""
+from setuptools import find_packages, setup
+
+setup(
+    name="fewshot-tasksets",
+    version="0.1.0",
+    description=(
+        "Convert image datasets to per-class TFRecords with Apache Beam, generate class "
+        "splits of controlled difficulty (ATG), sample Meta-Dataset episodes, train learners."
+    ),
+    python_requires=">=3.10",
+    packages=find_packages(include=["episodes*", "beam_pipelines*", "splits*", "learners*"]),
+    package_data={"splits": ["published/*.json", "published/**/*.json"]},
+    include_package_data=True,
+    install_requires=[
+        "apache-beam>=2.60",
+        "crcmod>=1.7",
+        "google-crc32c>=1.5",
+        "tensorflow-cpu>=2.16; platform_machine=='x86_64'",
+        "tensorflow-datasets>=4.9",
+        "numpy>=1.26",
+        "scikit-learn>=1.4",
+        "protobuf>=4.25",
+        "pillow>=10",
+        "matplotlib>=3.8",
+        "tqdm>=4.66",
+        # Pinned exactly in requirements.lock (CPU wheel); see BUILD.md for CUDA builds.
+        "torch>=2.3",
+    ],
+    extras_require={"dev": ["pytest>=8", "ruff>=0.6"]},
+)

@@ -1,0 +1,1 @@
+"""Class splits (train / valid / test): split files, published, random, semantic and ATG splits."""

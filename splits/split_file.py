@@ -1,0 +1,210 @@
+"""Split file schema: `splits/<dataset>/<name>.json` with train / valid / test class lists.
+
+A split file records how a partition of a dataset's classes was made (method and parameters),
+the achieved divergence for ATG splits, and a content hash of the class embeddings it was
+computed from.  Published tables that print class *indices* store those indices as printed
+together with the index convention; `with_class_names` turns them into names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+METHODS = ("published", "random", "semantic", "atg")
+SPLITS = ("train", "valid", "test")
+FORMAT_VERSION = 1
+
+
+class SplitFileError(ValueError):
+    """A split file, or its use with a dataset's class list, is invalid."""
+
+
+@dataclass
+class SplitFile:
+    """One partition of a dataset's classes into train / valid / test, with its provenance."""
+
+    dataset: str
+    method: str
+    train: list[str] = field(default_factory=list)
+    valid: list[str] = field(default_factory=list)
+    test: list[str] = field(default_factory=list)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    achieved_divergence: float | None = None
+    embedding_hash: str | None = None
+    source: str | None = None
+    class_indices: dict[str, list[int]] | None = None
+    index_convention: str | None = None
+    num_classes: int | None = None
+    centroids: dict[str, list[float]] | None = None
+    format_version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Raise SplitFileError unless lists are disjoint, duplicate-free and well typed."""
+        where = f"split file for dataset {self.dataset!r}"
+        if not isinstance(self.dataset, str) or not self.dataset:
+            raise SplitFileError(f"dataset must be a non-empty string, got {self.dataset!r}")
+        if self.method not in METHODS:
+            raise SplitFileError(f"{where}: method {self.method!r} is not one of {METHODS}")
+        for name in SPLITS:
+            values = getattr(self, name)
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                raise SplitFileError(f"{where}: {name!r} must be a list of class-name strings")
+        _check_disjoint({s: getattr(self, s) for s in SPLITS}, where)
+        if self.class_indices is not None:
+            if set(self.class_indices) != set(SPLITS):
+                raise SplitFileError(
+                    f"{where}: class_indices must have keys {SPLITS}, got {sorted(self.class_indices)}"
+                )
+            for name, values in self.class_indices.items():
+                if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+                    raise SplitFileError(f"{where}: class_indices[{name!r}] must hold integers")
+                bad = [v for v in values if v < 0 or (self.num_classes is not None
+                                                      and v >= self.num_classes)]
+                if bad:
+                    raise SplitFileError(
+                        f"{where}: class_indices[{name!r}] has indices outside "
+                        f"[0, {self.num_classes}): {bad[:5]}"
+                    )
+            _check_disjoint(self.class_indices, where + " (class_indices)")
+            if self.has_names():
+                for name in SPLITS:
+                    if len(getattr(self, name)) != len(self.class_indices[name]):
+                        raise SplitFileError(
+                            f"{where}: {name!r} has {len(getattr(self, name))} names but "
+                            f"{len(self.class_indices[name])} indices"
+                        )
+        elif not self.has_names():
+            raise SplitFileError(f"{where}: all of train/valid/test are empty")
+        if self.achieved_divergence is not None and not math.isfinite(self.achieved_divergence):
+            raise SplitFileError(f"{where}: achieved_divergence is not finite")
+
+    def has_names(self) -> bool:
+        """True when the train/valid/test lists hold class names (not only indices)."""
+        return any(getattr(self, s) for s in SPLITS)
+
+    # ------------------------------------------------------------------ views
+    def sizes(self) -> dict[str, int]:
+        """Number of classes per split (from names, else from indices)."""
+        if self.has_names() or self.class_indices is None:
+            return {s: len(getattr(self, s)) for s in SPLITS}
+        return {s: len(self.class_indices[s]) for s in SPLITS}
+
+    def classes(self, split: str) -> list[str]:
+        """Class names of one split ('train', 'valid' or 'test')."""
+        if split not in SPLITS:
+            raise SplitFileError(f"unknown split {split!r}; expected one of {SPLITS}")
+        return list(getattr(self, split))
+
+    def with_class_names(self, class_names: Sequence[str]) -> SplitFile:
+        """Resolve printed class indices to names, given the names in the index convention order."""
+        if self.class_indices is None:
+            raise SplitFileError(f"split file for {self.dataset!r} has no class_indices to resolve")
+        names = list(class_names)
+        if self.num_classes is not None and len(names) != self.num_classes:
+            raise SplitFileError(
+                f"split file for {self.dataset!r} expects {self.num_classes} class names "
+                f"({self.index_convention or 'index order'}), got {len(names)}"
+            )
+        top = max((max(v) for v in self.class_indices.values() if v), default=-1)
+        if top >= len(names):
+            raise SplitFileError(f"class index {top} is out of range for {len(names)} class names")
+        lists = {s: [names[i] for i in self.class_indices[s]] for s in SPLITS}
+        return replace(self, **lists)
+
+    def resolve(self, spec_class_names: Sequence[str]) -> dict[str, list[int]]:
+        """Map this file's class names to class ids (positions in `spec_class_names`)."""
+        if not self.has_names():
+            raise SplitFileError(
+                f"split file for {self.dataset!r} holds only class indices "
+                f"({self.index_convention}); call with_class_names() first"
+            )
+        position = {name: i for i, name in enumerate(spec_class_names)}
+        unknown = [n for s in SPLITS for n in getattr(self, s) if n not in position]
+        if unknown:
+            shown = ", ".join(repr(n) for n in unknown[:10])
+            more = f" (and {len(unknown) - 10} more)" if len(unknown) > 10 else ""
+            raise SplitFileError(
+                f"split file for {self.dataset!r} names {len(unknown)} classes that are not in "
+                f"the dataset spec: {shown}{more}"
+            )
+        return {s: [position[n] for n in getattr(self, s)] for s in SPLITS}
+
+    # ------------------------------------------------------------------ serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict in the on-disk key order; optional fields that are None are omitted."""
+        data = asdict(self)
+        return {k: v for k, v in data.items() if v is not None}
+
+    def to_json(self) -> str:
+        """Deterministic JSON text (same object, same bytes), ending with a newline."""
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], origin: str = "<dict>") -> SplitFile:
+        """Build from a parsed JSON object, rejecting unknown keys."""
+        if not isinstance(data, dict):
+            raise SplitFileError(f"{origin}: expected a JSON object, got {type(data).__name__}")
+        known = {f for f in cls.__dataclass_fields__}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise SplitFileError(f"{origin}: unknown keys {extra}")
+        for key in ("dataset", "method"):
+            if key not in data:
+                raise SplitFileError(f"{origin}: missing key {key!r}")
+        try:
+            return cls(**data)
+        except SplitFileError as err:
+            raise SplitFileError(f"{origin}: {err}") from None
+
+    @classmethod
+    def from_json(cls, text: str, origin: str = "<json>") -> SplitFile:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise SplitFileError(f"{origin}: not valid JSON ({err})") from None
+        return cls.from_dict(data, origin)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> SplitFile:
+        path = Path(path)
+        if not path.is_file():
+            raise SplitFileError(f"split file {path} does not exist")
+        return cls.from_json(path.read_text(encoding="utf-8"), str(path))
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write atomically (temporary file, then rename) so no half-written file remains."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(self.to_json())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+
+def _check_disjoint(lists: dict[str, Sequence[Any]], where: str) -> None:
+    seen: dict[Any, str] = {}
+    for name, values in lists.items():
+        dupes = sorted(repr(v) for v, n in Counter(values).items() if n > 1)
+        if dupes:
+            raise SplitFileError(f"{where}: {name!r} lists classes more than once: {dupes[:5]}")
+        for v in values:
+            if v in seen:
+                raise SplitFileError(f"{where}: class {v!r} is in both {seen[v]!r} and {name!r}")
+            seen[v] = name
