@@ -68,6 +68,31 @@ def check_output(output: Path, overwrite: bool) -> None:
         raise OutputExistsError(f"{output}: output folder exists and is not empty (pass --overwrite)")
 
 
+def begin_output(output: Path, overwrite: bool) -> Path:
+    """Check `output` may be written and create the hidden temp folder the job writes into."""
+    check_output(output, overwrite)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.parent / f".{output.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp
+
+
+def commit_output(tmp: Path, output: Path) -> None:
+    """Move a finished temp folder into place (replacing an old output only now)."""
+    load_spec(tmp)  # the job must have written a readable spec
+    old = None
+    if output.exists():
+        old = output.parent / f".{output.name}.old-{uuid.uuid4().hex[:8]}"
+        output.rename(old)
+    tmp.rename(output)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def abort_output(tmp: Path) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def convert(
     source: Source,
     input_path: str | Path,
@@ -82,9 +107,7 @@ def convert(
     plan = source.plan(input_path)  # validates the layout before anything runs
     if not plan.classes:
         raise LayoutError(f"{input_path}: no classes found; expected {source.layout}")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.parent / f".{output.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    tmp = begin_output(output, overwrite)
     start = time.monotonic()
     try:
         with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
@@ -93,10 +116,9 @@ def convert(
                 | "ReadRaw" >> ReadRawItems(source, plan)
                 | "WriteDataset" >> WriteConvertedDataset(plan, str(tmp), workers)
             )
-        spec = load_spec(tmp)
-        _move_into_place(tmp, output)
+        commit_output(tmp, output)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        abort_output(tmp)
         raise
     seconds = time.monotonic() - start
     spec = load_spec(output)
@@ -107,13 +129,3 @@ def convert(
         runner=runner.description,
         rejected=list(spec.provenance.get("rejected", [])),
     )
-
-
-def _move_into_place(tmp: Path, output: Path) -> None:
-    old = None
-    if output.exists():
-        old = output.parent / f".{output.name}.old-{uuid.uuid4().hex[:8]}"
-        output.rename(old)
-    tmp.rename(output)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

@@ -257,7 +257,7 @@ class DecodedCache:
             raise DecodedCacheError(
                 f"{self.folder}: class {class_id} has {arr.shape[0]} images, record {bad} asked"
             )
-        np.take(arr, idx, axis=0, out=out)
+        np.take(arr, idx, axis=0, out=out, mode="clip")  # bounds checked above
 
     @property
     def open_maps(self) -> int:

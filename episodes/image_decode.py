@@ -1,4 +1,4 @@
-"""Decode one encoded image (JPEG, PNG, ...) into a square RGB uint8 array.
+"""Decode encoded images (JPEG, PNG, ...) into square RGB uint8 arrays, alone or in parallel.
 
 Resizing: JPEGs are first reduced inside the decoder with `Image.draft` (DCT scaling by 1/2,
 1/4 or 1/8, only while the result stays at least `size` on both sides), then every image is
@@ -11,6 +11,8 @@ decodes and resamples, so a thread pool decodes in parallel.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
 
 import numpy as np
 from PIL import Image, ImageFile
@@ -19,6 +21,7 @@ ImageFile.LOAD_TRUNCATED_IMAGES = False
 
 INTERPOLATION = "bilinear"  # Pillow Image.BILINEAR, after JPEG draft reduction
 _FORMATS = ("JPEG", "PNG", "GIF", "BMP", "WEBP", "TIFF", "PPM")
+MIN_CHUNK = 8  # images per thread-pool task: amortises the task overhead
 
 
 class ImageDecodeError(ValueError):
@@ -46,6 +49,81 @@ def decode_image(data: bytes, size: int | None = 84) -> np.ndarray:
 
 
 def decode_image_into(data: bytes, out: np.ndarray) -> None:
-    """Decode and resize into a preallocated (H, W, 3) uint8 array (H == W)."""
-    size = out.shape[0]
-    out[...] = np.asarray(_open_rgb(data, size))
+    """Decode and resize into a preallocated (S, S, 3) uint8 array."""
+    out[...] = np.asarray(_open_rgb(data, out.shape[0]))
+
+
+def scale_images(
+    images: np.ndarray, dtype: np.dtype | str, float_range: tuple[float, float] = (0.0, 1.0)
+) -> np.ndarray:
+    """uint8 images unchanged, or as `dtype` floats mapping 0..255 linearly onto float_range."""
+    dtype = np.dtype(dtype)
+    if dtype == np.uint8:
+        return images
+    lo, hi = float_range
+    out = images.astype(dtype)
+    out *= (hi - lo) / 255.0
+    if lo:
+        out += lo
+    return out
+
+
+def chunk_ranges(count: int, workers: int, min_chunk: int = MIN_CHUNK) -> list[range]:
+    """Split 0..count-1 into about `workers` contiguous ranges of at least `min_chunk`."""
+    if count <= 0:
+        return []
+    size = max(min_chunk, -(-count // max(1, workers)))
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def submit_chunks(
+    fill: Callable[[int], None], count: int, executor: Executor | None, workers: int
+) -> list[Future] | None:
+    """Run `fill(i)` for i in 0..count-1: in chunks on `executor`, or inline when it is None.
+
+    Returns the chunk futures (wait on them with `wait_all`), or None when done inline."""
+    if executor is None:
+        for i in range(count):
+            fill(i)
+        return None
+
+    def run(chunk: range) -> None:
+        for i in chunk:
+            fill(i)
+
+    return [executor.submit(run, chunk) for chunk in chunk_ranges(count, workers)]
+
+
+def wait_all(futures: list[Future] | None) -> None:
+    """Wait for every future, then re-raise the first error (so no task still writes after)."""
+    if not futures:
+        return
+    error: BaseException | None = None
+    for future in futures:
+        exc = future.exception()
+        if exc is not None and error is None:
+            error = exc
+    if error is not None:
+        raise error
+
+
+def decode_images(
+    images: Sequence[bytes],
+    size: int,
+    executor: Executor | None = None,
+    workers: int = 1,
+    describe: Callable[[int], str] | None = None,
+) -> np.ndarray:
+    """Decode many images into one (len(images), size, size, 3) uint8 array, optionally in
+    parallel; a failure names the image through `describe(i)`."""
+    out = np.empty((len(images), size, size, 3), dtype=np.uint8)
+
+    def fill(i: int) -> None:
+        try:
+            decode_image_into(images[i], out[i])
+        except ImageDecodeError as exc:
+            where = describe(i) if describe is not None else f"image {i}"
+            raise ImageDecodeError(f"{where}: {exc}") from None
+
+    wait_all(submit_chunks(fill, len(images), executor, workers))
+    return out

@@ -101,10 +101,10 @@ class RecordReader:
         path = str(self.records_path(class_id))
         frame = self._pool.read(path, offset, length)
         try:
-            return unframe_record(frame, where=path)
+            return unframe_record(frame, where=f"record {k}")
         except RecordCorruptError as exc:
             raise CorruptRecordError(
-                f"corrupt record: file {path}, class {class_id}, record {k}: {exc}"
+                f"corrupt record: file {path}, class {class_id}, {exc}"
             ) from exc
 
     def read_example(self, class_id: int, k: int) -> tuple[bytes, int]:

@@ -1,0 +1,164 @@
+"""`python -m beam_pipelines.cache OUT [--size 84]`: write the decoded cache of a converted dataset.
+
+One Beam element per class: decode all its records (thread pool), resize to SIZE x SIZE and
+write `{class_id}.npy` into a staging folder; when every class is done the driver writes the
+manifest and renames the folder to `OUT/decoded_SIZExSIZE/` (or under `--cache-root`). The
+reader (`episodes.read.EpisodeReader`) then gathers images from memory maps instead of decoding.
+Memory per worker holds one class. Runs on the DirectRunner unless `--runner` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+
+from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from episodes.dataset_spec import DatasetSpec, SpecError, load_spec
+from episodes.decoded_cache import (
+    DecodedCacheError,
+    cache_path,
+    decode_class,
+    finish_cache,
+    manifest_for,
+    staging_dir,
+    write_class_array,
+)
+from episodes.record_reader import CorruptRecordError, RecordReader
+
+
+class DecodeClassFn(beam.DoFn):
+    """class id -> `{class_id}.npy` in the staging folder; emits (class id, image count)."""
+
+    def __init__(self, dataset_dir: str, file_pattern: str, size: int, staging: str,
+                 threads: int, index_cache_dir: str | None, total: int):
+        self.dataset_dir = dataset_dir
+        self.file_pattern = file_pattern
+        self.size = size
+        self.staging = staging
+        self.threads = threads
+        self.index_cache_dir = index_cache_dir
+        self.total = total
+
+    def setup(self) -> None:
+        self._reader = RecordReader(self.dataset_dir, self.file_pattern,
+                                    index_cache_dir=self.index_cache_dir)
+        self._pool = ThreadPoolExecutor(self.threads) if self.threads > 0 else None
+        self._done = 0
+        self._images = 0
+        self._start = time.monotonic()
+        self._last = self._start
+
+    def process(self, class_id: int):
+        map_fn = self._pool.map if self._pool is not None else None
+        array = decode_class(self._reader, class_id, self.size, map_fn)
+        write_class_array(array, self.staging, class_id)
+        self._done += 1
+        self._images += len(array)
+        now = time.monotonic()
+        if now - self._last >= 5.0:
+            self._last = now
+            rate = self._images / max(now - self._start, 1e-9)
+            print(f"[cache] pid {os.getpid()}: {self._done} classes, {self._images:,} images, "
+                  f"{rate:,.0f} img/s", file=sys.stderr, flush=True)
+        yield class_id, int(array.shape[0])
+
+    def teardown(self) -> None:
+        if getattr(self, "_pool", None) is not None:
+            self._pool.shutdown()
+        if getattr(self, "_reader", None) is not None:
+            self._reader.close()
+
+
+def class_counts(staging: Path, num_classes: int) -> list[int]:
+    """Image count of every class array in the staging folder (read from the .npy headers)."""
+    counts = []
+    for class_id in range(num_classes):
+        path = staging / f"{class_id}.npy"
+        if not path.exists():
+            raise DecodedCacheError(f"{path}: class {class_id} was not written by the pipeline")
+        counts.append(int(np.load(path, mmap_mode="r").shape[0]))
+    return counts
+
+
+def build_cache(spec: DatasetSpec, size: int, runner, *, cache_root: str | None = None,
+                threads: int = 2, overwrite: bool = True,
+                index_cache_dir: str | None = None) -> Path:
+    """Run the pipeline for every class of `spec` and move the finished cache into place."""
+    target = cache_path(spec.root, size, cache_root)
+    if target.exists() and not overwrite:
+        raise DecodedCacheError(f"{target}: a decoded cache exists (pass --overwrite)")
+    staging = staging_dir(target)
+    try:
+        with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
+            _ = (
+                pipeline
+                | "Classes" >> beam.Create(list(range(spec.num_classes)))
+                | "Spread" >> beam.Reshuffle()
+                | "DecodeClass" >> beam.ParDo(DecodeClassFn(
+                    str(spec.root), spec.file_pattern, size, str(staging), threads,
+                    index_cache_dir, spec.num_classes))
+            )
+        counts = class_counts(staging, spec.num_classes)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return finish_cache(staging, target, manifest_for(spec, size, counts), overwrite)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m beam_pipelines.cache",
+        description="Decode a converted dataset into a memory-mappable uint8 cache per class.",
+    )
+    parser.add_argument("dataset", help="converted dataset folder (with dataset_spec.json)")
+    parser.add_argument("--size", type=int, default=84, help="image side (default 84)")
+    parser.add_argument("--cache-root", help="write under CACHE_ROOT/<dataset>/ instead of the "
+                        "dataset folder (for read-only datasets)")
+    parser.add_argument("--threads", type=int, default=2, help="decoding threads per worker")
+    parser.add_argument("--index-cache-dir", help="where to keep built .index files")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing cache")
+    add_runner_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(argv)
+    if args.size < 1:
+        parser.error(f"--size {args.size}: expected a positive integer")
+    if args.threads < 0:
+        parser.error(f"--threads {args.threads}: expected >= 0")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        spec = load_spec(args.dataset)
+        missing = [c for c in range(spec.num_classes) if not spec.records_path(c).exists()]
+        if missing:
+            raise DecodedCacheError(
+                f"{len(missing)} record files missing, e.g. {spec.records_path(missing[0])}"
+            )
+        runner = make_runner(args, beam_args)
+        t0 = time.monotonic()
+        target = build_cache(spec, args.size, runner, cache_root=args.cache_root,
+                             threads=args.threads, overwrite=args.overwrite,
+                             index_cache_dir=args.index_cache_dir)
+    except (SpecError, DecodedCacheError, CorruptRecordError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    took = time.monotonic() - t0
+    size_mb = sum(f.stat().st_size for f in target.glob("*.npy")) / 2**20
+    print(f"wrote {target}: {spec.num_classes} classes, {spec.total_images:,} images "
+          f"({size_mb:,.1f} MiB) in {took:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""`python -m beam_pipelines.verify OUT`: check a converted dataset end to end.
+
+Checks every record's CRCs, that the `.index` sidecar agrees with the records, that every
+label equals the class id of its file, that every image decodes, and that the spec's counts
+match the files. Prints a one-screen report; exit status 1 on any mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PIL import Image
+
+from episodes.dataset_spec import SpecError, Split, load_spec
+from episodes.example_proto import ExampleDecodeError, decode_image_example
+from episodes.record_index import RecordIndexError, index_path_for, read_index
+from episodes.tfrecord_io import RecordCorruptError, iter_record_offsets
+
+
+@dataclass
+class VerifyReport:
+    dataset_dir: Path
+    classes: int = 0
+    records: int = 0
+    bytes: int = 0
+    image_sizes: Counter = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_class(records_path: Path, class_id: int, expected: int, decode: bool) -> tuple[int, int, list[str], Counter]:
+    """Verify one class file; return (records, bytes, problems, image sizes)."""
+    problems: list[str] = []
+    sizes: Counter = Counter()
+    if not records_path.exists():
+        return 0, 0, [f"class {class_id}: {records_path} missing"], sizes
+    offsets = []
+    try:
+        with open(records_path, "rb") as stream:
+            for k, (offset, payload) in enumerate(iter_record_offsets(stream, where=str(records_path))):
+                offsets.append(offset)
+                try:
+                    image, label = decode_image_example(payload)
+                except ExampleDecodeError as exc:
+                    problems.append(f"class {class_id} record {k}: {exc}")
+                    continue
+                if label != class_id:
+                    problems.append(f"class {class_id} record {k}: label {label} != class id {class_id}")
+                if decode:
+                    try:
+                        with Image.open(io.BytesIO(image)) as im:
+                            im.load()
+                            sizes[im.size] += 1
+                    except Exception as exc:
+                        problems.append(f"class {class_id} record {k}: image does not decode ({exc})")
+    except RecordCorruptError as exc:
+        problems.append(f"class {class_id}: {exc}")
+    if len(offsets) != expected:
+        problems.append(f"class {class_id}: {len(offsets)} records, spec says {expected}")
+    try:
+        index = read_index(index_path_for(records_path), records_path)
+        if [int(o) for o in index.offsets] != offsets:
+            problems.append(f"class {class_id}: index offsets disagree with the records")
+    except RecordIndexError as exc:
+        problems.append(f"class {class_id}: {exc}")
+    return len(offsets), records_path.stat().st_size, problems, sizes
+
+
+def verify_dataset(dataset_dir: str | Path, decode: bool = True, progress: bool = True) -> VerifyReport:
+    """Verify every class of a converted dataset folder."""
+    dataset_dir = Path(dataset_dir)
+    report = VerifyReport(dataset_dir)
+    start = time.monotonic()
+    try:
+        spec = load_spec(dataset_dir)
+    except SpecError as exc:
+        report.problems.append(str(exc))
+        return report
+    report.classes = spec.num_classes
+    last = start
+    for class_id in range(spec.num_classes):
+        n, size, problems, sizes = verify_class(
+            spec.records_path(class_id), class_id, spec.images_per_class[class_id], decode
+        )
+        report.records += n
+        report.bytes += size
+        report.problems.extend(problems)
+        report.image_sizes.update(sizes)
+        now = time.monotonic()
+        if progress and now - last > 5:
+            last = now
+            rate = (class_id + 1) / (now - start)
+            eta = (spec.num_classes - class_id - 1) / rate
+            print(f"[verify] {class_id + 1}/{spec.num_classes} classes, ETA {eta:.0f}s", file=sys.stderr)
+    expected_files = {spec.file_pattern.format(c) for c in range(spec.num_classes)}
+    stray = sorted(
+        p.name for p in dataset_dir.glob("*.tfrecords") if p.name not in expected_files
+    )
+    if stray:
+        report.problems.append(f"record files not in the spec: {stray[:5]}")
+    empty = [c for c in range(spec.num_classes) if spec.images_per_class[c] == 0]
+    if empty:
+        report.warnings.append(f"{len(empty)} classes have no images: {empty[:10]}")
+    rejected = spec.provenance.get("rejected_count", 0)
+    if rejected:
+        report.warnings.append(f"{rejected} raw inputs were rejected at conversion (see provenance)")
+    report.seconds = time.monotonic() - start
+    report.spec = spec  # type: ignore[attr-defined]
+    return report
+
+
+def format_report(report: VerifyReport) -> str:
+    lines = [f"Verify {report.dataset_dir}"]
+    spec = getattr(report, "spec", None)
+    if spec is not None:
+        lines.append(f"  dataset: {spec.name} ({spec.source_format} spec, {spec.image_format or '?'} images)")
+        if spec.has_splits:
+            per = ", ".join(f"{s.value} {len(spec.classes(s))}" for s in Split)
+            lines.append(f"  classes: {report.classes} ({per})")
+        else:
+            lines.append(f"  classes: {report.classes} (no fixed split)")
+    lines.append(f"  records: {report.records:,} in {report.bytes / 1e6:,.1f} MB, checked in {report.seconds:.1f}s")
+    if report.image_sizes:
+        common = ", ".join(f"{w}x{h} ({n:,})" for (w, h), n in report.image_sizes.most_common(3))
+        lines.append(f"  image sizes: {common}")
+    for warning in report.warnings:
+        lines.append(f"  warning: {warning}")
+    if report.ok:
+        lines.append("  OK: CRCs, index offsets, labels, image decoding and spec counts all agree")
+    else:
+        lines.append(f"  FAILED: {len(report.problems)} problem(s)")
+        for problem in report.problems[:15]:
+            lines.append(f"    {problem}")
+        if len(report.problems) > 15:
+            lines.append(f"    ... {len(report.problems) - 15} more")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m beam_pipelines.verify", description=__doc__.split("\n")[0])
+    parser.add_argument("dataset", help="converted dataset folder (with dataset_spec.json)")
+    parser.add_argument("--no-decode", action="store_true", help="skip decoding images (faster)")
+    args = parser.parse_args(argv)
+    path = Path(args.dataset)
+    if not path.is_dir():
+        print(f"error: {path}: not a folder; expected a converted dataset folder", file=sys.stderr)
+        return 2
+    report = verify_dataset(path, decode=not args.no_decode)
+    print(format_report(report))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+"""FIX-ML fixed support pools, held-out base examples and base/novel mixed episodes.
+
+Setlur, Li & Smith, section 4: before meta-training, k examples D_c^0 are drawn once per base
+class and used as that class's whole support in every training episode, while query examples
+are still drawn from the class's other examples. Section 4.2: part of each base class's
+examples is reserved (never used in training) so that fresh tasks from the base distribution
+tau(C_B) can be evaluated, and tau_BN(lambda) draws each class of an episode from the novel
+classes with total probability lambda and from the base classes otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from episodes.dataset_spec import DatasetSpec, Split
+from episodes.episode import EpisodeDescription
+from episodes.sampler import (
+    _check_index,
+    _check_seed,
+    build_class_table,
+    choose_uniform,
+    fill_episode,
+)
+from episodes.sampler_config import SamplerConfig, SamplerError
+from episodes.sampler_formulas import draw_distinct, episode_rng, stable_hash, uniform_int
+
+POOL_FORMAT = "fewshot-tasksets.fixed_support_pool/1"
+HOLDOUT_FORMAT = "fewshot-tasksets.base_holdout/1"
+
+
+def _class_rng(seed: int, class_id: int, *labels: str) -> np.random.Generator:
+    return episode_rng(seed, class_id, tuple(stable_hash(label) for label in labels))
+
+
+def _read_json(path: str | os.PathLike, expected_format: str) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise SamplerError(f"{path}: no such file")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise SamplerError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(raw, dict) or raw.get("format") != expected_format:
+        raise SamplerError(f"{path}: not a {expected_format} file")
+    return raw
+
+
+def _records_from_json(raw: Mapping[str, Any]) -> dict[int, tuple[int, ...]]:
+    return {int(c): tuple(int(r) for r in recs) for c, recs in raw.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# Held-out base examples
+
+
+@dataclass(frozen=True)
+class BaseHoldout:
+    """Record numbers of each base class reserved for evaluating tau(C_B) (never trained on)."""
+
+    dataset: str
+    split: str
+    fraction: float
+    seed: int
+    records: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def training_records(self, spec: DatasetSpec) -> dict[int, tuple[int, ...]]:
+        """Per class, the records training episodes may use (all but the held-out ones)."""
+        out = {}
+        for c, held in self.records.items():
+            held_set = set(held)
+            out[c] = tuple(r for r in range(spec.images_per_class[c]) if r not in held_set)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": HOLDOUT_FORMAT, "dataset": self.dataset, "split": self.split,
+                "fraction": self.fraction, "seed": self.seed,
+                "classes": {str(c): list(r) for c, r in sorted(self.records.items())}}
+
+    def save(self, path: str | os.PathLike) -> None:
+        Path(path).write_text(json.dumps(self.to_json()) + "\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> BaseHoldout:
+        raw = _read_json(path, HOLDOUT_FORMAT)
+        return cls(dataset=raw["dataset"], split=Split.parse(raw["split"]).value,
+                   fraction=float(raw["fraction"]), seed=int(raw["seed"]),
+                   records=_records_from_json(raw["classes"]))
+
+
+def make_base_holdout(
+    spec: DatasetSpec, base_split: Split | str, fraction: float, seed: int
+) -> BaseHoldout:
+    """Hold out round(fraction * |Im(c)|) records of every base class (at least 1, at most
+    |Im(c)| - 1), drawn uniformly from a seed (FIX-ML section 4.2: e.g. 100 of 600)."""
+    split = Split.parse(base_split)
+    _check_seed(seed)
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not (
+        0.0 < fraction < 1.0
+    ):
+        raise SamplerError(f"holdout fraction={fraction!r} is outside (0, 1)")
+    records = {}
+    for c in spec.classes(split):
+        total = int(spec.images_per_class[c])
+        if total < 2:
+            raise SamplerError(
+                f"class {c} ({spec.class_names[c]!r}) has {total} image(s): cannot hold out a "
+                f"part of it"
+            )
+        held = min(total - 1, max(1, int(round(fraction * total))))
+        rng = _class_rng(seed, c, spec.name, "base-holdout", split.value)
+        picked = draw_distinct(rng, np.array([total]), np.array([held]))
+        records[c] = tuple(sorted(picked.tolist()))
+    return BaseHoldout(dataset=spec.name, split=split.value, fraction=float(fraction),
+                       seed=seed, records=records)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fixed support pools
+
+
+@dataclass(frozen=True)
+class FixedSupportPool:
+    """FIX-ML's D_c^0: for each base class, the k records used as its support in every
+    training episode."""
+
+    dataset: str
+    split: str
+    k: int
+    seed: int
+    records: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": POOL_FORMAT, "dataset": self.dataset, "split": self.split,
+                "k": self.k, "seed": self.seed,
+                "classes": {str(c): list(r) for c, r in sorted(self.records.items())}}
+
+    def save(self, path: str | os.PathLike) -> None:
+        Path(path).write_text(json.dumps(self.to_json()) + "\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> FixedSupportPool:
+        raw = _read_json(path, POOL_FORMAT)
+        pool = cls(dataset=raw["dataset"], split=Split.parse(raw["split"]).value,
+                   k=int(raw["k"]), seed=int(raw["seed"]),
+                   records=_records_from_json(raw["classes"]))
+        wrong = [c for c, r in pool.records.items() if len(r) != pool.k]
+        if wrong:
+            raise SamplerError(f"{path}: class {wrong[0]} does not list k={pool.k} records")
+        return pool
+
+
+def make_fixed_support_pool(
+    spec: DatasetSpec,
+    split: Split | str,
+    k: int,
+    seed: int,
+    holdout: BaseHoldout | Mapping[int, Sequence[int]] | None = None,
+) -> FixedSupportPool:
+    """Draw k records per class of the split, once, uniformly without replacement (FIX-ML
+    section 4). Records of `holdout` are never chosen. Each class keeps at least one other
+    record for its query examples."""
+    split = Split.parse(split)
+    _check_seed(seed)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise SamplerError(f"pool k={k!r} is invalid: expected an integer >= 1")
+    held_map = getattr(holdout, "records", holdout) or {}
+    records = {}
+    for c in spec.classes(split):
+        usable = np.arange(int(spec.images_per_class[c]), dtype=np.int64)
+        if c in held_map:
+            usable = usable[~np.isin(usable, np.asarray(list(held_map[c]), dtype=np.int64))]
+        if len(usable) <= k:
+            raise SamplerError(
+                f"class {c} ({spec.class_names[c]!r}) has {len(usable)} usable images: a pool of "
+                f"k={k} needs at least {k + 1} (k support plus query examples)"
+            )
+        rng = _class_rng(seed, c, spec.name, "fixml-pool", split.value)
+        picked = usable[draw_distinct(rng, np.array([len(usable)]), np.array([k]))]
+        records[c] = tuple(sorted(picked.tolist()))
+    return FixedSupportPool(dataset=spec.name, split=split.value, k=k, seed=seed,
+                            records=records)
+
+
+# ----------------------------------------------------------------------------------------------
+# Base / novel mixing
+
+
+def check_lambda(lam: Any) -> float:
+    if isinstance(lam, bool) or not isinstance(lam, int | float) or not (
+        math.isfinite(lam) and 0.0 <= lam <= 1.0
+    ):
+        raise SamplerError(f"lambda={lam!r} is outside [0, 1]")
+    return float(lam)
+
+
+class MixedSampler:
+    """Episodes from tau_BN(lambda) (FIX-ML section 4.2).
+
+    Each of the episode's `ways` class slots is independently novel with probability lambda
+    (so the number of novel classes is Binomial(ways, lambda)); the novel slots are filled with
+    distinct novel classes and the others with distinct base classes, both uniformly, and the
+    slot order is the label order. lambda=0 gives tau(C_B), lambda=1 tau(C_N). Steps 2-3 (shots,
+    query, records) follow the config as for any episode. With `holdout`, base classes use only
+    their held-out records (fresh base tasks, "BaseGen"). Classes are drawn flat (no hierarchy).
+    The description's split is the novel split when any class is novel, else the base split.
+    """
+
+    def __init__(
+        self,
+        spec: DatasetSpec,
+        base_split: Split | str,
+        novel_split: Split | str,
+        lam: float,
+        config: SamplerConfig = SamplerConfig.fixed(),
+        seed: int = 0,
+        holdout: BaseHoldout | Mapping[int, Sequence[int]] | None = None,
+    ) -> None:
+        self.lam = check_lambda(lam)
+        _check_seed(seed)
+        self.spec, self.config, self.seed = spec, config, seed
+        self.base_split, self.novel_split = Split.parse(base_split), Split.parse(novel_split)
+        if self.base_split == self.novel_split:
+            raise SamplerError(
+                f"base and novel split are both {self.base_split.value}: expected two splits"
+            )
+        base, novel = spec.classes(self.base_split), spec.classes(self.novel_split)
+        restrict = getattr(holdout, "records", holdout)
+        base_table = build_class_table(spec, base, config, restrict=restrict,
+                                       context=f" in base split {self.base_split.value}")
+        novel_table = build_class_table(spec, novel, config,
+                                        context=f" in novel split {self.novel_split.value}")
+        self.table = build_class_table(spec, [*base_table.class_ids.tolist(),
+                                              *novel_table.class_ids.tolist()],
+                                       config, restrict=restrict)
+        self.num_base, self.num_novel = len(base_table), len(novel_table)
+        limits = []
+        if self.lam < 1.0:
+            limits.append(self.num_base)
+        if self.lam > 0.0:
+            limits.append(self.num_novel)
+        self.capacity = min(limits)
+        words = (f"{self.num_base} base ({self.base_split.value}) and {self.num_novel} novel "
+                 f"({self.novel_split.value}) classes with lambda={self.lam}")
+        if config.fixed_ways is not None and config.fixed_ways > self.capacity:
+            raise SamplerError(f"ways={config.fixed_ways} is more than {words} allow "
+                               f"({self.capacity})")
+        if config.fixed_ways is None and config.min_ways > self.capacity:
+            raise SamplerError(f"min_ways={config.min_ways} is more than {words} allow "
+                               f"({self.capacity})")
+        self._labels = (stable_hash(spec.name), stable_hash("mixed"),
+                        stable_hash(self.base_split.value), stable_hash(self.novel_split.value),
+                        stable_hash(repr(self.lam)))
+
+    def episode(self, index: int) -> EpisodeDescription:
+        _check_index(index)
+        cfg = self.config
+        rng = episode_rng(self.seed, index, self._labels)
+        ways = cfg.fixed_ways
+        if ways is None:
+            ways = uniform_int(rng.random(), cfg.min_ways, min(cfg.max_ways, self.capacity))
+        novel = rng.random(ways) < self.lam
+        n_novel = int(novel.sum())
+        chosen = np.empty(ways, dtype=np.int64)
+        chosen[~novel] = choose_uniform(rng, self.num_base, ways - n_novel)
+        chosen[novel] = self.num_base + choose_uniform(rng, self.num_novel, n_novel)
+        support, query = fill_episode(self.table, chosen, rng, cfg)
+        return EpisodeDescription(
+            source=self.spec.name,
+            split=self.novel_split if n_novel else self.base_split,
+            episode_index=index,
+            class_ids=tuple(self.table.class_ids[chosen].tolist()),
+            support=support,
+            query=query,
+        )
+
+    def descriptions(self, start: int, stop: int) -> list[EpisodeDescription]:
+        return [self.episode(i) for i in range(start, stop)]
+
+    def __iter__(self) -> Iterator[EpisodeDescription]:
+        index = 0
+        while True:
+            yield self.episode(index)
+            index += 1

@@ -1,0 +1,608 @@
+"""Episode reader: sampler descriptions -> numpy episodes, plus `python -m episodes.read`.
+
+An `EpisodeReader` turns each episode description (classes and record numbers, from
+`episodes.sampler`) into arrays: images resized to `image_size` (uint8, or float32 scaled to
+`float_range`), labels 0..N-1 in the order of the episode's classes, absolute class ids. Records
+are fetched with one seek through the `.index` sidecars (built on first use for reference
+Meta-Dataset folders), decoded by a thread pool, and the next episodes are prefetched while the
+caller works. When a decoded cache for the size exists (`python -m beam_pipelines.cache`),
+images are gathered from its memory maps instead. File handles and memory maps stay bounded
+(LRU pools), and memory holds only the episodes in flight.
+
+Images of an episode are ordered class by class (class 0's examples first), in the
+description's record order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import os
+import sys
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from episodes.dataset_spec import DatasetSpec, SpecError, Split, load_spec
+from episodes.decoded_cache import DecodedCache, DecodedCacheError
+from episodes.episode import EpisodeDescription
+from episodes.image_decode import (
+    ImageDecodeError,
+    decode_image_into,
+    scale_images,
+    submit_chunks,
+    wait_all,
+)
+from episodes.record_reader import CorruptRecordError, RecordReader
+
+DTYPES = {"uint8": np.uint8, "float32": np.float32}
+CACHE_MODES = ("auto", "always", "never")
+
+
+class ReaderError(ValueError):
+    """Reader options or inputs that cannot produce episodes."""
+
+
+@dataclass(frozen=True, eq=False)
+class Episode:
+    """One episode as numpy arrays; images (n, H, W, 3), labels 0..ways-1, absolute class ids."""
+
+    support_images: np.ndarray
+    support_labels: np.ndarray
+    support_class_ids: np.ndarray
+    query_images: np.ndarray
+    query_labels: np.ndarray
+    query_class_ids: np.ndarray
+    source: str
+    split: str
+    episode_index: int
+    class_names: tuple[str, ...]
+
+    @property
+    def ways(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def shots(self) -> np.ndarray:
+        return np.bincount(self.support_labels, minlength=self.ways)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def episode_labels(description: EpisodeDescription) -> tuple[np.ndarray, ...]:
+    """(support_labels, support_class_ids, query_labels, query_class_ids) as int64 arrays."""
+    out = []
+    for groups in (description.support, description.query):
+        counts = [len(g) for g in groups]
+        labels = np.repeat(np.arange(len(groups), dtype=np.int64), counts)
+        ids = np.repeat(np.asarray(description.class_ids, dtype=np.int64), counts)
+        out.extend((labels, ids))
+    return tuple(out)
+
+
+def read_split_file(path: str | os.PathLike) -> tuple[list[str], list[str], list[str]]:
+    """Train / valid / test class-name lists of a split JSON (ours or Meta-Dataset's)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ReaderError(f"split file {path} not found")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ReaderError(f"split file {path}: not valid JSON ({exc})") from exc
+    lists = []
+    for names in (("train",), ("valid", "validation", "val"), ("test",)):
+        key = next((k for k in names if isinstance(raw, dict) and k in raw), None)
+        if key is None or not isinstance(raw[key], list):
+            raise ReaderError(f"split file {path}: expected a {names[0]!r} list of class names")
+        lists.append([str(n) for n in raw[key]])
+    return lists[0], lists[1], lists[2]
+
+
+def load_dataset(dataset_dir: str | os.PathLike, split_file: str | os.PathLike | None = None
+                 ) -> DatasetSpec:
+    """The spec of a converted dataset folder, with its splits replaced by a split file."""
+    spec = load_spec(dataset_dir)
+    if split_file is not None:
+        train, valid, test = read_split_file(split_file)
+        spec = spec.with_splits(train, valid, test, source=str(split_file))
+    return spec
+
+
+def make_sampler(specs: Sequence[DatasetSpec], split: Split, config: Any, seed: int) -> Any:
+    """The sampler of `episodes.sampler` for one dataset or several (uniform over sources)."""
+    from episodes import sampler as sampler_module  # lazily: the reader works without it
+
+    if config is None:
+        config = sampler_module.SamplerConfig()
+    if len(specs) == 1:
+        return sampler_module.EpisodeSampler(specs[0], split, config, seed)
+    return sampler_module.MultiSourceSampler(list(specs), split, config, seed)
+
+
+class _Source:
+    """One dataset: its spec, a record reader and, when present, its decoded cache."""
+
+    def __init__(self, spec: DatasetSpec, max_open_files: int, index_cache_dir: Any,
+                 cache: DecodedCache | None):
+        self.spec = spec
+        self.records = RecordReader(spec.root, spec.file_pattern, max_open_files, index_cache_dir)
+        self.cache = cache
+
+    def encoded(self, class_id: int, k: int) -> bytes:
+        """Encoded image bytes of record k, with a clear error for a record out of range."""
+        try:
+            image, _ = self.records.read_example(class_id, k)
+        except IndexError as exc:
+            raise ReaderError(
+                f"file {self.records.records_path(class_id)}, class {class_id}: record {k} "
+                f"requested but {exc}"
+            ) from None
+        return image
+
+    def decode_into(self, class_id: int, k: int, out: np.ndarray) -> None:
+        image = self.encoded(class_id, k)
+        try:
+            decode_image_into(image, out)
+        except ImageDecodeError as exc:
+            raise CorruptRecordError(
+                f"corrupt record: file {self.records.records_path(class_id)}, class {class_id}, "
+                f"record {k}: {exc}"
+            ) from None
+
+    def close(self) -> None:
+        self.records.close()
+        if self.cache is not None:
+            self.cache.close()
+
+
+@dataclass
+class _InFlight:
+    description: EpisodeDescription
+    images: np.ndarray  # (support + query, H, W, 3) uint8
+    futures: list[Future] | None
+
+
+class EpisodeReader:
+    """Episodes of one or more converted datasets as numpy arrays (see module docstring).
+
+    `config` is an `episodes.sampler.SamplerConfig`; `sampler` may replace the default sampler
+    with any object whose `.episode(i)` returns an EpisodeDescription (e.g. a FIX-ML pool
+    sampler). `decoded_cache`: "auto" uses a cache when one matches, "always" requires one,
+    "never" always decodes records. `num_threads=0` decodes inline.
+    """
+
+    def __init__(
+        self,
+        dataset_dirs: str | os.PathLike | Sequence[str | os.PathLike],
+        split: Split | str,
+        config: Any = None,
+        seed: int = 0,
+        *,
+        sampler: Any = None,
+        image_size: int = 84,
+        dtype: str = "uint8",
+        float_range: tuple[float, float] = (0.0, 1.0),
+        num_threads: int = 2,
+        prefetch: int = 2,
+        decoded_cache: str = "auto",
+        cache_root: str | os.PathLike | None = None,
+        max_open_files: int = 64,
+        index_cache_dir: str | os.PathLike | None = None,
+        split_file: str | os.PathLike | None = None,
+        num_episodes: int | None = None,
+    ):
+        if isinstance(dataset_dirs, str | os.PathLike):
+            dataset_dirs = [dataset_dirs]
+        dataset_dirs = list(dataset_dirs)
+        if not dataset_dirs:
+            raise ReaderError("no dataset folder given")
+        if not isinstance(image_size, int) or image_size < 1:
+            raise ReaderError(f"image_size={image_size!r}: expected a positive integer")
+        if str(np.dtype(dtype)) not in DTYPES:
+            raise ReaderError(f"dtype={dtype!r}: expected one of {sorted(DTYPES)}")
+        if num_threads < 0 or prefetch < 0:
+            raise ReaderError(f"num_threads={num_threads}, prefetch={prefetch}: expected >= 0")
+        if decoded_cache not in CACHE_MODES:
+            raise ReaderError(f"decoded_cache={decoded_cache!r}: expected one of {CACHE_MODES}")
+        if split_file is not None and len(dataset_dirs) != 1:
+            raise ReaderError("split_file applies to one dataset; got several dataset folders")
+        if num_episodes is not None and num_episodes < 0:
+            raise ReaderError(f"num_episodes={num_episodes}: expected >= 0 or None")
+        self.split = Split.parse(split)
+        self.seed = seed
+        self.config = config
+        self.image_size = image_size
+        self.dtype = np.dtype(dtype)
+        self.float_range = (float(float_range[0]), float(float_range[1]))
+        self.num_threads = num_threads
+        self.prefetch = prefetch
+        self.num_episodes = num_episodes
+        self.specs = [load_dataset(d, split_file) for d in dataset_dirs]
+        names = [s.name for s in self.specs]
+        if len(set(names)) != len(names):
+            raise ReaderError(f"dataset names must differ across sources, got {names}")
+        for spec in self.specs:
+            spec.classes(self.split)  # raises a clear error for a spec without splits
+        self._sources: dict[str, _Source] = {}
+        for spec in self.specs:
+            cache = self._find_cache(spec, decoded_cache, cache_root, max_open_files)
+            if cache is None:
+                _check_records_exist(spec, self.split)
+            self._sources[spec.name] = _Source(spec, max_open_files, index_cache_dir, cache)
+        self.sampler = sampler if sampler is not None else make_sampler(
+            self.specs, self.split, config, seed
+        )
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_pid: int | None = None
+        self._executor_lock = threading.Lock()
+
+    def _find_cache(self, spec, mode, cache_root, max_open) -> DecodedCache | None:
+        if mode == "never":
+            return None
+        try:
+            cache = DecodedCache.find(spec, self.image_size, cache_root, max_open)
+        except DecodedCacheError as exc:
+            if mode == "always":
+                raise
+            warnings.warn(f"ignoring decoded cache: {exc}", stacklevel=3)
+            return None
+        if cache is None and mode == "always":
+            raise DecodedCacheError(
+                f"{spec.root}: no decoded cache for {self.image_size}x{self.image_size} "
+                f"(write one with: python -m beam_pipelines.cache {spec.root} "
+                f"--size {self.image_size})"
+            )
+        return cache
+
+    # -- descriptions -------------------------------------------------------------------
+
+    @property
+    def uses_decoded_cache(self) -> bool:
+        return all(s.cache is not None for s in self._sources.values())
+
+    def spec(self, source: str) -> DatasetSpec:
+        return self._source(source).spec
+
+    def _source(self, name: str) -> _Source:
+        try:
+            return self._sources[name]
+        except KeyError:
+            raise ReaderError(
+                f"episode source {name!r} is not among the reader's datasets {sorted(self._sources)}"
+            ) from None
+
+    def describe(self, index: int) -> EpisodeDescription:
+        """Description of episode `index` (pure function of spec, split, config, seed, index)."""
+        return self.sampler.episode(index)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def _pool(self) -> ThreadPoolExecutor | None:
+        if self.num_threads == 0:
+            return None
+        with self._executor_lock:
+            if self._executor is None or self._executor_pid != os.getpid():
+                self._executor = ThreadPoolExecutor(self.num_threads, thread_name_prefix="decode")
+                self._executor_pid = os.getpid()
+            return self._executor
+
+    def _start(self, description: EpisodeDescription) -> _InFlight:
+        source = self._source(description.source)
+        rows: list[tuple[int, int]] = []
+        for groups in (description.support, description.query):
+            for class_id, records in zip(description.class_ids, groups):
+                rows.extend((class_id, k) for k in records)
+        size = self.image_size
+        images = np.empty((len(rows), size, size, 3), dtype=np.uint8)
+        if source.cache is not None:
+            start = 0
+            for groups in (description.support, description.query):
+                for class_id, records in zip(description.class_ids, groups):
+                    end = start + len(records)
+                    source.cache.gather(class_id, records, images[start:end])
+                    start = end
+            return _InFlight(description, images, None)
+
+        def fill(i: int) -> None:
+            class_id, k = rows[i]
+            source.decode_into(class_id, k, images[i])
+
+        futures = submit_chunks(fill, len(rows), self._pool(), self.num_threads)
+        return _InFlight(description, images, futures)
+
+    def _finish(self, flight: _InFlight) -> Episode:
+        wait_all(flight.futures)
+        d = flight.description
+        images = flight.images
+        images = scale_images(images, self.dtype, self.float_range)
+        s_labels, s_ids, q_labels, q_ids = episode_labels(d)
+        n_support = len(s_labels)
+        names = self._source(d.source).spec.class_names
+        return Episode(
+            support_images=images[:n_support],
+            support_labels=s_labels,
+            support_class_ids=s_ids,
+            query_images=images[n_support:],
+            query_labels=q_labels,
+            query_class_ids=q_ids,
+            source=d.source,
+            split=d.split.value,
+            episode_index=d.episode_index,
+            class_names=tuple(names[c] for c in d.class_ids),
+        )
+
+    def read(self, description: EpisodeDescription) -> Episode:
+        """Pixels and labels of one description."""
+        return self._finish(self._start(description))
+
+    def episode(self, index: int) -> Episode:
+        return self.read(self.describe(index))
+
+    def read_many(self, descriptions: Iterable[EpisodeDescription]) -> Iterator[Episode]:
+        """Episodes of `descriptions`, in order, with up to `prefetch` more being decoded."""
+        pending: deque[_InFlight] = deque()
+        try:
+            for description in descriptions:
+                pending.append(self._start(description))
+                if len(pending) > self.prefetch:
+                    yield self._finish(pending.popleft())
+            while pending:
+                yield self._finish(pending.popleft())
+        finally:
+            for flight in pending:
+                for future in flight.futures or ():
+                    future.cancel()
+
+    def episodes(self, start: int = 0, count: int | None = None) -> Iterator[Episode]:
+        """Episodes start, start+1, ... (`count` of them, or without end when None)."""
+        indices = itertools.count(start) if count is None else range(start, start + count)
+        return self.read_many(self.describe(i) for i in indices)
+
+    def __iter__(self) -> Iterator[Episode]:
+        return self.episodes(0, self.num_episodes)
+
+    def encoded_images(self, description: EpisodeDescription) -> tuple[list[bytes], list[bytes]]:
+        """Encoded bytes of the support and query records, as stored (no decoding)."""
+        source = self._source(description.source)
+        out = []
+        for groups in (description.support, description.query):
+            out.append([
+                source.encoded(c, k)
+                for c, records in zip(description.class_ids, groups)
+                for k in records
+            ])
+        return out[0], out[1]
+
+    @property
+    def open_files(self) -> int:
+        return sum(s.records.open_files for s in self._sources.values())
+
+    def close(self) -> None:
+        if self._executor is not None and self._executor_pid == os.getpid():
+            self._executor.shutdown(wait=True, cancel_futures=True)
+        self._executor = None
+        for source in self._sources.values():
+            source.close()
+
+    def __enter__(self) -> EpisodeReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _check_records_exist(spec: DatasetSpec, split: Split) -> None:
+    missing = [c for c in spec.classes(split) if not spec.records_path(c).exists()]
+    if missing:
+        raise ReaderError(
+            f"dataset {spec.name!r}: {len(missing)} record files of the {split.value} split are "
+            f"missing, e.g. {spec.records_path(missing[0])}"
+        )
+
+
+# ----------------------------------------------------------------------------------------
+# Command line
+
+
+def _annotation_parser(annotation: str):
+    text = str(annotation).replace(" ", "")
+    optional = "None" in text.split("|")
+    base = [t for t in text.split("|") if t != "None"][0]
+    kind = {"int": int, "float": float, "str": str, "bool": bool}.get(base, str)
+    return kind, optional
+
+
+def add_sampler_arguments(parser: argparse.ArgumentParser) -> None:
+    """One `--option` per SamplerConfig field (e.g. --mode, --ways, --max-support-size)."""
+    from episodes.sampler_config import SamplerConfig
+
+    group = parser.add_argument_group("sampler (episodes.sampler.SamplerConfig)")
+    for field in dataclasses.fields(SamplerConfig):
+        flag = "--" + field.name.replace("_", "-")
+        kind, _ = _annotation_parser(field.type)
+        default = field.default
+        if kind is bool:
+            group.add_argument(flag, dest=f"sampler_{field.name}", default=None,
+                               action=argparse.BooleanOptionalAction,
+                               help=f"(default {default})")
+        else:
+            group.add_argument(flag, dest=f"sampler_{field.name}", type=kind, default=None,
+                               metavar=field.name.upper(), help=f"(default {default})")
+
+
+def sampler_config_from_args(args: argparse.Namespace) -> Any:
+    """SamplerConfig from the options given on the command line (others keep defaults)."""
+    from episodes.sampler_config import SamplerConfig
+
+    values = {
+        f.name: getattr(args, f"sampler_{f.name}")
+        for f in dataclasses.fields(SamplerConfig)
+        if getattr(args, f"sampler_{f.name}", None) is not None
+    }
+    return SamplerConfig(**values)
+
+
+def describe_config(config: Any) -> str:
+    """The options of a SamplerConfig that differ from the defaults, as 'name=value' words."""
+    changed = [
+        f"{f.name}={getattr(config, f.name)!r}"
+        for f in dataclasses.fields(config)
+        if getattr(config, f.name) != f.default
+    ]
+    return " ".join(changed) if changed else "defaults (variable ways and shots)"
+
+
+def format_episode(description: EpisodeDescription, spec: DatasetSpec) -> str:
+    """Readable summary of one episode: ways, shots per class, query size, class names."""
+    lines = [
+        f"episode {description.episode_index}  source={description.source}  "
+        f"split={description.split.value}  ways={description.ways}  "
+        f"support={description.support_size}  query={description.query_size}",
+        f"  {'label':>5}  {'class':>6}  {'shots':>5}  {'query':>5}  name",
+    ]
+    for label, (class_id, support, query) in enumerate(
+        zip(description.class_ids, description.support, description.query)
+    ):
+        lines.append(
+            f"  {label:>5}  {class_id:>6}  {len(support):>5}  {len(query):>5}  "
+            f"{spec.class_names[class_id]}"
+        )
+    return "\n".join(lines)
+
+
+def format_statistics(stats: Any, prefix: str = "") -> list[str]:
+    """Flatten a (nested) statistics dict into aligned 'key: value' lines."""
+    lines: list[str] = []
+    if isinstance(stats, dict):
+        for key, value in stats.items():
+            name = f"{prefix}{key}"
+            if isinstance(value, dict) and all(not isinstance(v, dict) for v in value.values()):
+                parts = [f"{k}={_fmt(v)}" for k, v in value.items()]
+                lines.append(f"{name:<24} " + "  ".join(parts))
+            elif isinstance(value, dict):
+                lines.extend(format_statistics(value, prefix=f"{name}."))
+            else:
+                lines.append(f"{name:<24} {_fmt(value)}")
+    else:
+        lines.append(f"{prefix}{_fmt(stats)}")
+    return lines
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float | np.floating):
+        return f"{value:.3f}"
+    if isinstance(value, list | tuple) and len(value) > 12:
+        return f"[{', '.join(_fmt(v) for v in value[:12])}, ...] ({len(value)} values)"
+    return str(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m episodes.read",
+        description="Sample and read episodes of converted datasets; print a summary of each.",
+    )
+    parser.add_argument("--dataset", action="append", required=True,
+                        help="converted dataset folder (repeat for multi-source episodes)")
+    parser.add_argument("--split", required=True, help="train, valid or test")
+    parser.add_argument("--split-file", help="split JSON (train/valid/test class names) "
+                        "overriding the spec's splits")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--episodes", type=int, default=5, help="episodes to read and print")
+    parser.add_argument("--start", type=int, default=0, help="first episode index")
+    parser.add_argument("--image-size", type=int, default=84)
+    parser.add_argument("--dtype", default="uint8", choices=sorted(DTYPES))
+    parser.add_argument("--threads", type=int, default=2, help="decoding threads (0: inline)")
+    parser.add_argument("--decoded-cache", default="auto", choices=CACHE_MODES)
+    parser.add_argument("--cache-root", help="folder holding decoded caches, if not in dataset")
+    parser.add_argument("--index-cache-dir", help="where to keep built .index files when the "
+                        "dataset folder is read-only")
+    parser.add_argument("--save-grid", metavar="FILE.png",
+                        help="write a picture of one episode's support and query images")
+    parser.add_argument("--grid-episode", type=int, default=None,
+                        help="episode index for --save-grid (default: --start)")
+    parser.add_argument("--stats", type=int, default=0, metavar="N",
+                        help="print distribution statistics of N episode descriptions")
+    add_sampler_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.episodes < 0 or args.stats < 0 or args.start < 0:
+        raise SystemExit("error: --episodes, --stats and --start must be >= 0")
+    try:
+        config = sampler_config_from_args(args)
+        reader = EpisodeReader(
+            args.dataset, args.split, config, args.seed, image_size=args.image_size,
+            dtype=args.dtype, num_threads=args.threads, decoded_cache=args.decoded_cache,
+            cache_root=args.cache_root, index_cache_dir=args.index_cache_dir,
+            split_file=args.split_file,
+        )
+    except (ValueError, OSError) as exc:  # SpecError, SamplerError, ReaderError, ...
+        raise SystemExit(f"error: {exc}") from None
+    with reader:
+        print(f"datasets: {', '.join(f'{s.name} ({s.root})' for s in reader.specs)}  "
+              f"split={reader.split.value}  seed={args.seed}  "
+              f"decoded cache: {'yes' if reader.uses_decoded_cache else 'no'}")
+        print(f"sampler: {describe_config(config)}")
+        t0 = time.perf_counter()
+        for episode_index in range(args.start, args.start + args.episodes):
+            description = reader.describe(episode_index)
+            tic = time.perf_counter()
+            episode = reader.read(description)
+            took = (time.perf_counter() - tic) * 1e3
+            print(format_episode(description, reader.spec(description.source)))
+            print(f"  arrays: support {episode.support_images.shape} query "
+                  f"{episode.query_images.shape} {episode.support_images.dtype}  "
+                  f"read in {took:.1f} ms")
+        if args.episodes:
+            rate = args.episodes / max(time.perf_counter() - t0, 1e-9)
+            print(f"{args.episodes} episodes ({rate:.1f} episodes/s including printing)")
+        if args.save_grid:
+            from episodes.episode_grid import save_episode_grid
+
+            index = args.start if args.grid_episode is None else args.grid_episode
+            path = save_episode_grid(reader.episode(index), args.save_grid)
+            print(f"wrote {path} (episode {index})")
+        if args.stats:
+            _print_stats(reader, args.start, args.stats)
+    return 0
+
+
+def _print_stats(reader: EpisodeReader, start: int, count: int) -> None:
+    from episodes.episode_stats import episode_statistics
+
+    descriptions = []
+    t0 = time.perf_counter()
+    last = t0
+    for i in range(start, start + count):
+        descriptions.append(reader.describe(i))
+        now = time.perf_counter()
+        if now - last > 5:
+            done = i - start + 1
+            rate = done / (now - t0)
+            print(f"  described {done}/{count} ({rate:.0f}/s, ETA {(count - done) / rate:.0f} s)",
+                  file=sys.stderr)
+            last = now
+    took = time.perf_counter() - t0
+    print(f"statistics of {count} episodes (described in {took:.2f} s, {count / took:.0f}/s):")
+    for line in format_statistics(episode_statistics(descriptions)):
+        print("  " + line)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (SpecError, ReaderError, DecodedCacheError, CorruptRecordError) as exc:
+        raise SystemExit(f"error: {exc}") from None

@@ -1,0 +1,144 @@
+"""Configuration of the episode sampler: which episode shapes to draw and the paper's bounds.
+
+Defaults are Meta-Dataset's (Triantafillou et al., section 3.2 and appendix "Details of
+Meta-Dataset's sampling algorithm"); `mode="fixed"` gives classic N-way K-shot Q-query episodes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+MODES = ("variable", "fixed")
+FIXED_DEFAULT_WAYS = 5
+FIXED_DEFAULT_SHOTS = 5
+FIXED_DEFAULT_QUERY = 15
+
+
+class SamplerError(ValueError):
+    """A sampler configuration or input that cannot produce the requested episodes."""
+
+
+def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        expected = f"an integer >= {minimum}" + (" or None" if allow_none else "")
+        raise SamplerError(f"{name}={value!r} is invalid: expected {expected}")
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """What episodes look like.
+
+    mode "variable" (the paper's default): ways, query, support size and per-class shots follow
+    the Meta-Dataset formulas; setting `ways` fixes the ways ("fixed ways, variable shots"),
+    setting `shots` or `query` fixes that part. mode "fixed": N-way K-shot Q-query with
+    defaults 5 / 5 / 15 (set shots=1 for 5-way 1-shot). Hierarchies (ImageNet DAG, Omniglot
+    alphabets) are used only when the ways are variable.
+    """
+
+    mode: str = "variable"
+    ways: int | None = None
+    shots: int | None = None
+    query: int | None = None
+    min_ways: int = 5
+    max_ways: int = 50
+    max_support_size: int = 500
+    max_support_per_class: int = 100
+    max_query_per_class: int = 10
+    min_log_weight: float = math.log(0.5)
+    max_log_weight: float = math.log(2.0)
+    min_examples_in_class: int = 0
+    use_dag_hierarchy: bool = True
+    use_bilevel_hierarchy: bool = True
+    ignore_hierarchy_probability: float = 0.0
+    min_leaves: int = 5
+    max_leaves: int = 392
+    max_dag_ways: int = 50
+    num_unique_descriptions: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise SamplerError(f"mode={self.mode!r} is invalid: expected one of {', '.join(MODES)}")
+        _check_int("ways", self.ways, 1, allow_none=True)
+        _check_int("shots", self.shots, 1, allow_none=True)
+        _check_int("query", self.query, 1, allow_none=True)
+        for name in ("min_ways", "max_ways", "max_support_size", "max_support_per_class",
+                     "max_query_per_class", "min_leaves", "max_leaves", "max_dag_ways"):
+            _check_int(name, getattr(self, name), 1)
+        _check_int("min_examples_in_class", self.min_examples_in_class, 0)
+        _check_int("num_unique_descriptions", self.num_unique_descriptions, 0)
+        if self.min_ways > self.max_ways:
+            raise SamplerError(
+                f"min_ways={self.min_ways} is larger than max_ways={self.max_ways}"
+            )
+        if self.min_leaves > self.max_leaves:
+            raise SamplerError(
+                f"min_leaves={self.min_leaves} is larger than max_leaves={self.max_leaves}"
+            )
+        p = self.ignore_hierarchy_probability
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
+            raise SamplerError(f"ignore_hierarchy_probability={p!r} is outside [0, 1]")
+        lo, hi = self.min_log_weight, self.max_log_weight
+        if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+            raise SamplerError(
+                f"min_log_weight={lo!r}, max_log_weight={hi!r}: expected finite numbers, min <= max"
+            )
+        if self.fixed_shots is None and self.max_support_size < self.largest_ways:
+            raise SamplerError(
+                f"max_support_size={self.max_support_size} is smaller than the largest possible "
+                f"ways ({self.largest_ways}): every class needs at least one support example"
+            )
+
+    # -- resolved values ------------------------------------------------------------------
+
+    @property
+    def fixed_ways(self) -> int | None:
+        """The ways of every episode, or None when the ways vary."""
+        if self.ways is not None:
+            return self.ways
+        return FIXED_DEFAULT_WAYS if self.mode == "fixed" else None
+
+    @property
+    def fixed_shots(self) -> int | None:
+        """Shots of every class, or None when they follow the paper's formulas."""
+        if self.shots is not None:
+            return self.shots
+        return FIXED_DEFAULT_SHOTS if self.mode == "fixed" else None
+
+    @property
+    def fixed_query(self) -> int | None:
+        """Query examples per class, or None for q = min(10, min_c floor(|Im(c)|/2))."""
+        if self.query is not None:
+            return self.query
+        return FIXED_DEFAULT_QUERY if self.mode == "fixed" else None
+
+    @property
+    def largest_ways(self) -> int:
+        """Upper bound on the ways of any episode."""
+        return self.fixed_ways if self.fixed_ways is not None else self.max_ways
+
+    def min_images_needed(self, support_fixed: int | None = None) -> int:
+        """Smallest class size that can appear in an episode: room for >= 1 query and >= 1
+        support example (or the fixed shots/query)."""
+        shots = support_fixed if support_fixed is not None else self.fixed_shots
+        return (shots or 1) + (self.fixed_query or 1)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> SamplerConfig:
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise SamplerError(f"unknown sampler option(s) {unknown}: expected some of {sorted(known)}")
+        return cls(**raw)
+
+    @classmethod
+    def fixed(cls, ways: int = FIXED_DEFAULT_WAYS, shots: int = FIXED_DEFAULT_SHOTS,
+              query: int = FIXED_DEFAULT_QUERY, **options: Any) -> SamplerConfig:
+        """N-way K-shot Q-query episodes (5-way 5-shot 15-query by default)."""
+        return cls(mode="fixed", ways=ways, shots=shots, query=query, **options)

@@ -1,0 +1,138 @@
+"""Meta-Dataset's episode-size formulas and vectorised draws without replacement.
+
+Formulas: Triantafillou et al., appendix "Details of Meta-Dataset's sampling algorithm", step 2
+(a) query size, (b) support size, (c) shots per class. All randomness enters as explicit
+arguments or through `numpy.random.Generator.random`, whose stream numpy keeps stable across
+platforms, so an episode is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+# A class is drawn densely (random keys over all its records) when it is small or when the
+# episode needs a large fraction of it; otherwise by rejection of repeated uniform draws.
+DENSE_MAX_COUNT = 64
+DENSE_MAX_RATIO = 4
+
+
+def stable_hash(label: str) -> int:
+    """64-bit hash of a string, identical on every machine and Python run (unlike hash())."""
+    return int.from_bytes(hashlib.sha256(label.encode("utf-8")).digest()[:8], "little")
+
+
+def episode_rng(seed: int, index: int, labels: tuple[int, ...]) -> np.random.Generator:
+    """Generator of one episode from SeedSequence entropy [seed, index, *labels]."""
+    return np.random.default_rng([seed, index, *labels])
+
+
+def query_per_class(images: np.ndarray, max_query: int = 10) -> int:
+    """Step 2a: q = min{max_query, min_c floor(0.5 |Im(c)|)}."""
+    return int(min(max_query, int((np.asarray(images) // 2).min())))
+
+
+def support_set_size(
+    remaining: np.ndarray, beta: float, max_per_class: int = 100, max_total: int = 500
+) -> int:
+    """Step 2b: |S| = min{max_total, sum_c ceil(beta * min{max_per_class, |Im(c)| - q})}.
+
+    `remaining` is |Im(c)| - q per class and beta lies in (0, 1]."""
+    contributions = np.ceil(beta * np.minimum(max_per_class, remaining))
+    return int(min(max_total, int(contributions.sum())))
+
+
+def shots_per_class(
+    images: np.ndarray, remaining: np.ndarray, support_size: int, log_weights: np.ndarray
+) -> np.ndarray:
+    """Step 2c: R_c = exp(alpha_c)|Im(c)| / sum_c' exp(alpha_c')|Im(c')|,
+    k_c = min{floor(R_c (|S| - |C|)) + 1, |Im(c)| - q}."""
+    weighted = np.exp(log_weights) * np.asarray(images, dtype=np.float64)
+    proportions = weighted / weighted.sum()
+    desired = np.floor(proportions * (support_size - len(weighted))).astype(np.int64) + 1
+    return np.minimum(desired, np.asarray(remaining, dtype=np.int64))
+
+
+def uniform_int(u: float, low: int, high: int) -> int:
+    """An integer uniform in [low, high] from one uniform u in [0, 1)."""
+    return min(high, low + int(u * (high - low + 1)))
+
+
+def ragged_arange(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(s, s + n) for each (s, n)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    shift = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - lengths), lengths)
+    return np.arange(total, dtype=np.int64) + shift
+
+
+def draw_distinct(
+    rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray
+) -> np.ndarray:
+    """For each group g, needed[g] distinct positions drawn uniformly from range(counts[g]),
+    in random order; returned concatenated group by group.
+
+    Small groups are drawn by sorting random keys (a uniform random permutation); large ones by
+    uniform draws with repeats rejected, which yields the same distribution as drawing without
+    replacement, in a few vectorised numpy calls for all groups at once."""
+    counts = np.asarray(counts, dtype=np.int64)
+    needed = np.asarray(needed, dtype=np.int64)
+    if (needed > counts).any() or (needed < 0).any():
+        bad = int(np.flatnonzero((needed > counts) | (needed < 0))[0])
+        raise ValueError(
+            f"cannot draw {int(needed[bad])} distinct items out of {int(counts[bad])}"
+        )
+    dense = (counts <= DENSE_MAX_COUNT) | (counts <= DENSE_MAX_RATIO * needed)
+    if dense.all():
+        return _draw_dense(rng, counts, needed)
+    if not dense.any():
+        return _draw_sparse(rng, counts, needed)
+    out = np.empty(int(needed.sum()), dtype=np.int64)
+    starts = np.cumsum(needed) - needed
+    for mask, draw in ((dense, _draw_dense), (~dense, _draw_sparse)):
+        out[ragged_arange(starts[mask], needed[mask])] = draw(rng, counts[mask], needed[mask])
+    return out
+
+
+def _draw_dense(rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray) -> np.ndarray:
+    """Random keys for every item, sorted within each group: a random permutation per group."""
+    keys = rng.random(int(counts.sum()))
+    keys += np.repeat(np.arange(len(counts), dtype=np.float64), counts)
+    order = np.argsort(keys)
+    starts = np.cumsum(counts) - counts
+    return order[ragged_arange(starts, needed)] - np.repeat(starts, needed)
+
+
+def _draw_sparse(rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray) -> np.ndarray:
+    """Uniform draws with replacement, keeping the first `needed` distinct values per group."""
+    # Expected repeats among n draws from N values are about n^2 / (2N): draw four times that
+    # plus a constant; in the rare case a group is left short, redraw everything with more.
+    extra = (2 * needed * needed) // counts + 4
+    value_base = np.cumsum(counts) - counts
+    while True:
+        draws = needed + extra
+        total = int(draws.sum())
+        span = np.repeat(counts, draws)
+        values = (rng.random(total) * span).astype(np.int64)
+        np.minimum(values, span - 1, out=values)
+        values += np.repeat(value_base, draws)  # disjoint value ranges per group
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
+        is_new = np.empty(total, dtype=bool)
+        is_new[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=is_new[1:])
+        first = np.empty(total, dtype=bool)
+        first[order] = is_new  # first occurrence of its value, in draw order
+        seen = np.cumsum(first)
+        at_end = seen[np.cumsum(draws) - 1]
+        distinct = np.diff(at_end, prepend=0)
+        if (distinct >= needed).all():
+            break
+        extra = 2 * extra + needed
+    rank = seen - np.repeat(at_end - distinct, draws)
+    keep = first & (rank <= np.repeat(needed, draws))
+    return values[keep] - np.repeat(value_base, needed)

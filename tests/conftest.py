@@ -1,0 +1,35 @@
+"""Shared test set-up: quiet TensorFlow, single-threaded torch, a local Beam runner factory."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+REFERENCE_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "reference-data" / "meta-dataset"
+if not REFERENCE_DATA.exists():  # CI clones next to shared/ as well; allow an override
+    REFERENCE_DATA = Path(os.environ.get("FEWSHOT_REFERENCE_DATA", "/work/shared/reference-data/meta-dataset"))
+
+
+@pytest.fixture(scope="session")
+def reference_data() -> Path:
+    if not REFERENCE_DATA.exists():
+        pytest.fail(f"reference data not found at {REFERENCE_DATA} (set FEWSHOT_REFERENCE_DATA)")
+    return REFERENCE_DATA
+
+
+def make_local_runner(workers: int = 1):
+    """The local Beam runner exactly as the CLIs build it."""
+    from beam_pipelines.runner_options import make_runner
+
+    return make_runner(argparse.Namespace(runner="DirectRunner", direct_num_workers=workers), [])
+
+
+@pytest.fixture
+def local_runner():
+    return make_local_runner
