@@ -10,7 +10,10 @@ setup(
     ),
     python_requires=">=3.10",
     packages=find_packages(include=["episodes*", "beam_pipelines*", "splits*", "learners*"]),
-    package_data={"splits": ["published/*.json", "published/**/*.json"]},
+    package_data={
+        "splits": ["published/*.json", "published/*/*.json"],
+        "beam_pipelines.sources": ["reference_data/*", "reference_data/*/*"],
+    },
     include_package_data=True,
     install_requires=[
         "apache-beam>=2.60",

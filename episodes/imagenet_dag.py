@@ -112,30 +112,23 @@ def collapse_single_children(children: Mapping[str, Iterable[str]]) -> Children:
     return children
 
 
-def descendants(children: Mapping[str, Iterable[str]], root: str) -> set[str]:
-    """Strict descendants of `root` in a children map."""
-    seen: set[str] = set()
-    stack = list(children.get(root, ()))
-    while stack:
-        node = stack.pop()
-        if node not in seen:
-            seen.add(node)
-            stack.extend(children.get(node, ()))
-    return seen
-
-
 def sampling_graph(wordnet: WordNet, leaves: Iterable[str]) -> Children:
     """Step 1: the collapsed graph of the classes and their ancestors."""
     return collapse_single_children(ancestor_graph(wordnet, leaves))
 
 
 def assign_splits(
-    wordnet: WordNet, leaves: Iterable[str], valid_root: str = VALID_ROOT, test_root: str = TEST_ROOT
+    wordnet: WordNet,
+    leaves: Iterable[str],
+    valid_root: str = VALID_ROOT,
+    test_root: str = TEST_ROOT,
 ) -> dict[Split, list[str]]:
     """Step 2: leaves under `valid_root` are valid, under `test_root` test, the rest train."""
     for root in (valid_root, test_root):
         if root not in wordnet:
-            raise WordNetError(f"split root {root} is not a synset of {wordnet.source or 'WordNet'}")
+            raise WordNetError(
+                f"split root {root} is not a synset of {wordnet.source or 'WordNet'}"
+            )
     if valid_root == test_root:
         raise ValueError(f"valid and test roots are both {valid_root}")
     split: dict[Split, list[str]] = {s: [] for s in ALL_SPLITS}
@@ -151,9 +144,11 @@ def assign_splits(
     return split
 
 
-def split_graph(graph: Children, leaves: Iterable[str], root: str | None = None) -> Children:
+def split_graph(
+    graph: Children, leaves: Iterable[str], allowed: Iterable[str] | None = None
+) -> Children:
     """Step 3: one split's DAG from the sampling graph: its leaves and their ancestors
-    (only `root` and its descendants when a root is given), collapsed again."""
+    (only those in `allowed`, e.g. a root and its descendants, when given), collapsed again."""
     leaves = set(leaves)
     parents: Children = {n: set() for n in graph}
     for node, kids in graph.items():
@@ -166,9 +161,8 @@ def split_graph(graph: Children, leaves: Iterable[str], root: str | None = None)
         if node not in keep:
             keep.add(node)
             stack.extend(parents[node])
-    if root is not None:
-        under = descendants(graph, root) | {root} if root in graph else set()
-        keep &= under
+    if allowed is not None:
+        keep &= set(allowed)
     return collapse_single_children(restrict(graph, keep | leaves))
 
 
@@ -179,7 +173,9 @@ def to_dag_nodes(children: Mapping[str, Iterable[str]], wordnet: WordNet) -> dic
         for kid in kids:
             parents[kid].append(node)
     return {
-        n: DagNode(n, wordnet.words.get(n, ""), tuple(sorted(children[n])), tuple(sorted(parents[n])))
+        n: DagNode(
+            n, wordnet.words.get(n, ""), tuple(sorted(children[n])), tuple(sorted(parents[n]))
+        )
         for n in sorted(children)
     }
 
@@ -195,13 +191,20 @@ def build_imagenet_hierarchy(
     graph = sampling_graph(wordnet, class_wnids)
     splits = assign_splits(wordnet, class_wnids, valid_root, test_root)
     roots = {Split.TRAIN: None, Split.VALID: valid_root, Split.TEST: test_root}
-    return DagHierarchy(
-        {
-            split: to_dag_nodes(split_graph(graph, splits[split], roots[split]), wordnet)
-            for split in ALL_SPLITS
-            if splits[split]
-        }
-    )
+    split_nodes = {}
+    for split in ALL_SPLITS:
+        if not splits[split]:
+            continue
+        allowed = None if roots[split] is None else under_root(graph, wordnet, roots[split])
+        split_nodes[split] = to_dag_nodes(split_graph(graph, splits[split], allowed), wordnet)
+    return DagHierarchy(split_nodes)
+
+
+def under_root(graph: Children, wordnet: WordNet, root: str) -> set[str]:
+    """Nodes of the sampling graph that are `root` or below it. Judged in WordNet, which
+    gives the same answer as the graph when the root survived collapsing and still works
+    for a class subset whose graph collapsed the root away."""
+    return {n for n in graph if n == root or root in wordnet.ancestors([n])}
 
 
 def classes_in_id_order(hierarchy: DagHierarchy) -> list[tuple[str, Split]]:

@@ -132,7 +132,9 @@ def read_imagenet_is_a(is_a_path: str | os.PathLike, words_path: str | os.PathLi
     is_a_path, words_path = Path(is_a_path), Path(words_path)
     for path in (is_a_path, words_path):
         if not path.is_file():
-            raise WordNetError(f"{path}: not found; expected ImageNet's wordnet.is_a.txt and words.txt")
+            raise WordNetError(
+                f"{path}: not found; expected ImageNet's wordnet.is_a.txt and words.txt"
+            )
     words: dict[str, str] = {}
     with open(words_path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
@@ -153,7 +155,8 @@ def read_imagenet_is_a(is_a_path: str | os.PathLike, words_path: str | os.PathLi
                 continue
             if len(pair) != 2 or not all(_is_wnid(p) for p in pair):
                 raise WordNetError(
-                    f"{is_a_path}:{number}: {line.strip()[:60]!r}; expected 'parent_wnid child_wnid'"
+                    f"{is_a_path}:{number}: {line.strip()[:60]!r}; "
+                    "expected 'parent_wnid child_wnid'"
                 )
             parent, child = pair
             found.setdefault(child, set()).add(parent)
@@ -166,8 +169,9 @@ def read_imagenet_is_a(is_a_path: str | os.PathLike, words_path: str | os.PathLi
     return WordNet(words, parents, source=f"{is_a_path} + {words_path}")
 
 
-def write_imagenet_is_a(wordnet: WordNet, is_a_path: str | os.PathLike,
-                        words_path: str | os.PathLike) -> None:
+def write_imagenet_is_a(
+    wordnet: WordNet, is_a_path: str | os.PathLike, words_path: str | os.PathLike
+) -> None:
     """Write `wordnet` in ImageNet's is_a.txt / words.txt format (sorted, deterministic)."""
     with open(is_a_path, "w", encoding="utf-8") as handle:
         for child in sorted(wordnet.parents):
