@@ -49,6 +49,10 @@ def list_sources() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     pre, _ = _base_parser(add_help=False).parse_known_args(argv)
+    if pre.all:
+        from beam_pipelines import convert_all
+
+        return convert_all.main(argv)
     parser = _base_parser(add_help=True)
     source_cls = None
     if pre.source:
@@ -62,14 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_sources:
         print(list_sources())
         return 0
-    if args.all:
-        from beam_pipelines import convert_all  # added with the all-sources job
-
-        return convert_all.main(argv)
     missing = [flag for flag in ("source", "input", "output") if not getattr(args, flag)]
     if missing:
         parser.error(f"missing {', '.join('--' + m for m in missing)}")
-    unknown = [a for a in beam_args if a.startswith("--") and not args.runner.lower().startswith(("dataflow", "flink", "spark", "prism", "portable"))]
+    unknown = [a for a in beam_args if a.startswith("--")]
     if unknown and args.runner.lower() in ("directrunner", "direct"):
         print(f"error: unknown option(s) {' '.join(unknown)} for the DirectRunner", file=sys.stderr)
         return 2

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from multiprocessing import get_context
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -51,7 +52,7 @@ BACKGROUND_SHARE = 0.6  # Omniglot: 30 of 50 alphabets are background alphabets
 
 # Glyph selection (done once, on small renders in the primary font).
 _SIGNATURE_EM = 48  # font size (pixels per em) of the selection renders
-_SIGNATURE_SIDE = 20  # glyphs are compared as 20x20 aspect-preserving thumbnails
+_SIGNATURE_SIDE = 16  # glyphs are compared as 16x16 aspect-preserving thumbnails
 _DUPLICATE_RMS = 0.12  # thumbnails closer than this (RMS, ink in 0..1) count as duplicates
 _TINY_EM_FRACTION = 0.22  # glyphs whose larger side is below this share of the em are dots
 _SOLID_INK_FRACTION = 0.7  # mostly filled boxes are blobs, not characters
@@ -90,6 +91,7 @@ class AlphabetPlan:
     name: str
     split: str  # BACKGROUND or EVALUATION
     codepoints: tuple[int, ...]
+    families: tuple[str, ...] = ("sans", "serif", "mono", "stix")  # fonts drawers may use
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ class GlyphDatasetSummary:
         """One paragraph for the CLI."""
         what = "zip archives" if self.as_zip else "folders"
         head = (
-            f"Up to date (same parameters, nothing regenerated; --overwrite forces): "
+            "Up to date (same parameters, nothing regenerated; --overwrite forces): "
             if self.cached
             else f"Generated in {self.seconds:.1f} s: "
         )
@@ -256,18 +258,37 @@ def _named(first: int, last: int, *, has: str = "", lacks: Sequence[str] = ()) -
 
 @dataclass(frozen=True)
 class ScriptGroup:
-    """A Unicode script or block turned into `parts` alphabets of at most `limit` glyphs."""
+    """A Unicode script or block, cut into alphabets of the given sizes (upper bounds).
+
+    Distinct glyphs are thinned evenly over the block to sum(sizes), then cut in codepoint
+    order, so each alphabet holds related shapes. Sizes vary like Omniglot's (14 to 55).
+    """
 
     name: str
     codepoints: tuple[int, ...]
     letters_only: bool = False  # letters without diacritic variants ("... WITH ACUTE")
-    limit: int = MAX_ALPHABET_SIZE
-    parts: int = 1
+    sizes: tuple[int, ...] = (MAX_ALPHABET_SIZE,)
+    families: tuple[str, ...] = FAMILIES  # font families whose designs of the block agree
 
 
-def _group(name: str, cps: Iterable[int], letters: bool = False, limit: int = 55, parts: int = 1):
-    return ScriptGroup(name, tuple(cps), letters, limit, parts)
+def _group(
+    name: str,
+    cps: Iterable[int],
+    letters: bool = False,
+    sizes: Sequence[int] = (55,),
+    families: Sequence[str] = FAMILIES,
+) -> ScriptGroup:
+    return ScriptGroup(name, tuple(cps), letters, tuple(sizes), tuple(families))
 
+
+_CANADIAN = 0x1400, 0x167F
+# Blocks whose designs differ between font families (DejaVu Serif's Georgian, STIX's
+# calligraphic letters) are drawn from one family only, so every drawer writes the same letter.
+_SANS = ("sans",)
+_STIX = ("stix",)
+_FRAKTUR_HOLES = [0x212D, 0x210C, 0x2111, 0x211C, 0x2128]
+_SCRIPT_HOLES = [0x212C, 0x2130, 0x2131, 0x210B, 0x2110, 0x2112, 0x2133, 0x211B, 0x212F, 0x210A]
+_DOUBLE_STRUCK_HOLES = [0x2102, 0x210D, 0x2115, 0x2119, 0x211A, 0x211D, 0x2124]
 
 # Order matters twice: earlier groups win duplicate shapes (Latin keeps "A", Greek loses its
 # Alpha), and `--alphabets N` takes the first N alphabets, so scripts and symbol sets alternate.
@@ -279,70 +300,80 @@ SCRIPT_GROUPS: tuple[ScriptGroup, ...] = (
     _group("Hebrew", _span(0x5D0, 0x5EA), letters=True),
     _group("Arabic", _span(0x621, 0x64A), letters=True),
     _group("Armenian", _span(0x531, 0x556), letters=True),
-    _group("Mkhedruli_(Georgian)", _span(0x10D0, 0x10FA), letters=True),
+    _group("Mkhedruli_(Georgian)", _span(0x10D0, 0x10FA), letters=True, families=_SANS),
     _group("Braille", _span(0x2801, 0x283F)),
     _group("Tifinagh", _span(0x2D30, 0x2D6F), letters=True),
     _group("N_Ko", _span(0x7C0, 0x7EA)),
     _group("Ogham", _span(0x1681, 0x169A), letters=True),
-    _group("Asomtavruli_(Georgian)", _span(0x10A0, 0x10C5), letters=True),
-    _group("Mathematical_Operators", _span(0x2200, 0x22FF) + _span(0x2A00, 0x2AFF), limit=99, parts=3),
+    _group("Asomtavruli_(Georgian)", _span(0x10A0, 0x10C5), letters=True, families=_SANS),
+    _group("Mathematical_Operators", _span(0x2200, 0x22FF) + _span(0x2A00, 0x2AFF), sizes=(55, 18)),
     _group("Lao", _span(0xE81, 0xEDF)),
     _group(
-        "Blackfoot_(Canadian_Syllabics)",
-        _named(0x1400, 0x167F, has="BLACKFOOT") + _named(0x1400, 0x167F, has="SAYISI"),
-        letters=True,
-    ),
-    _group(
         "Canadian_Syllabics",
-        _named(0x1400, 0x167F, lacks=("CARRIER", "BLACKFOOT", "SAYISI")),
+        _named(*_CANADIAN, lacks=("CARRIER",)),
         letters=True,
-        limit=150,
-        parts=5,
+        sizes=(52, 14, 30, 21),
     ),
     _group(
         "Cyrillic_Extended",
         _span(0x400, 0x40F) + _span(0x450, 0x52F) + _span(0xA640, 0xA69F),
         letters=True,
-        limit=80,
-        parts=2,
+        sizes=(48, 17),
     ),
-    _group("Arrows", _span(0x2190, 0x21FF) + _span(0x27F0, 0x27FF) + _span(0x2900, 0x297F)
-           + _span(0x2B00, 0x2BFF), limit=90, parts=3),
-    _group("IPA", _span(0x250, 0x2AF), letters=True),
-    _group("Fraktur", _span(0x1D504, 0x1D537) + [0x212D, 0x210C, 0x2111, 0x211C, 0x2128]),
-    _group("Nuskhuri_(Georgian)", _span(0x2D00, 0x2D25), letters=True),
-    _group("Geometric_Shapes", _span(0x25A0, 0x25FF), limit=45),
+    _group(
+        "Arrows",
+        _span(0x2190, 0x21FF)
+        + _span(0x27F0, 0x27FF)
+        + _span(0x2900, 0x297F)
+        + _span(0x2B00, 0x2BFF),
+        sizes=(16, 45, 24),
+    ),
+    _group("IPA", _span(0x250, 0x2AF), letters=True, sizes=(47,)),
+    _group("Fraktur", _span(0x1D504, 0x1D537) + _FRAKTUR_HOLES, sizes=(40,), families=_STIX),
+    _group("Nuskhuri_(Georgian)", _span(0x2D00, 0x2D25), letters=True, families=_SANS),
+    _group("Geometric_Shapes", _span(0x25A0, 0x25FF), sizes=(20,)),
     _group("Armenian_Minuscule", _span(0x561, 0x587), letters=True),
     _group("Greek_Archaic_and_Coptic", _span(0x370, 0x377) + _span(0x3CF, 0x3FF), letters=True),
-    _group("Dingbats", _span(0x2700, 0x27BF), limit=80, parts=2),
+    _group("Dingbats", _span(0x2700, 0x27BF), sizes=(55, 20)),
     _group("Old_Italic", _span(0x10300, 0x1032F), letters=True),
-    _group("Box_Drawing", _span(0x2500, 0x257F), limit=40),
-    _group("Script", _span(0x1D49C, 0x1D4CF)
-           + [0x212C, 0x2130, 0x2131, 0x210B, 0x2110, 0x2112, 0x2133, 0x211B, 0x212F, 0x210A, 0x2134]),
+    _group("Box_Drawing", _span(0x2500, 0x257F), sizes=(14,)),
+    _group("Script", _span(0x1D49C, 0x1D4CF) + _SCRIPT_HOLES, sizes=(40,), families=_STIX),
     _group("Lisu", _span(0xA4D0, 0xA4FF), letters=True),
     _group(
         "Latin_Extended",
         _span(0x180, 0x24F) + _span(0x1D00, 0x1D2B) + _span(0x2C60, 0x2C7F) + _span(0xA720, 0xA7FF),
         letters=True,
-        limit=80,
-        parts=2,
+        sizes=(24, 40),
     ),
-    _group("Technical_Symbols", _span(0x2300, 0x23FF), limit=45),
+    _group("Technical_Symbols", _span(0x2300, 0x23FF), sizes=(25,)),
     _group(
         "Numerals",
-        _span(0x30, 0x39) + _span(0x660, 0x669) + _span(0x6F0, 0x6F9) + _span(0x7C0, 0x7C9)
+        _span(0x30, 0x39)
+        + _span(0x660, 0x669)
+        + _span(0x6F0, 0x6F9)
+        + _span(0x7C0, 0x7C9)
         + _span(0xED0, 0xED9),
     ),
-    _group("Arabic_Extended", _span(0x671, 0x6D3) + _span(0x6FA, 0x6FF) + _span(0x750, 0x77F),
-           letters=True),
-    _group("Miscellaneous_Symbols", _span(0x2600, 0x26FF), limit=80, parts=2),
-    _group("Double-Struck", _span(0x1D538, 0x1D56B)
-           + [0x2102, 0x210D, 0x2115, 0x2119, 0x211A, 0x211D, 0x2124]),
+    _group(
+        "Arabic_Extended",
+        _span(0x671, 0x6D3) + _span(0x6FA, 0x6FF) + _span(0x750, 0x77F),
+        letters=True,
+    ),
+    _group("Miscellaneous_Symbols", _span(0x2600, 0x26FF), sizes=(36, 18)),
+    _group(
+        "Double-Struck",
+        _span(0x1D538, 0x1D56B) + _DOUBLE_STRUCK_HOLES,
+        sizes=(40,),
+        families=_STIX,
+    ),
     _group("Currency_Symbols", _span(0x20A0, 0x20CF)),
-    _group("Emoticons", _span(0x1F600, 0x1F64F)),
-    _group("Letterlike_Symbols", _span(0x2100, 0x214F)),
-    _group("Tai_Xuan_Jing", _span(0x1D300, 0x1D356), limit=40),
+    _group("Emoticons", _span(0x1F600, 0x1F64F), sizes=(22,)),
+    _group("Letterlike_Symbols", _span(0x2100, 0x214F), sizes=(17,)),
+    _group("Arabic_Contextual_Forms", _span(0xFE80, 0xFEFC), letters=True, sizes=(36,)),
+    _group("Braille_Extended", _span(0x2840, 0x28FF), sizes=(20,)),
+    _group("Tai_Xuan_Jing", _span(0x1D300, 0x1D356), sizes=(30,)),
 )
+
 
 _LETTER_VARIANT_WORDS = (" WITH ", "MODIFIER", "LIGATURE", "SUBSCRIPT", "SUPERSCRIPT")
 MIN_ALPHABET_SIZE = 14  # the smallest Omniglot alphabets (Blackfoot, Ojibwe) have 14
@@ -360,24 +391,24 @@ def _is_candidate(codepoint: int, letters_only: bool) -> bool:
     return True
 
 
-def primary_font(codepoint: int) -> str | None:
-    """The first regular pool font that has a glyph for `codepoint` (defines its shape)."""
+def primary_font(codepoint: int, families: Sequence[str] = FAMILIES) -> str | None:
+    """The first regular pool font of `families` with a glyph for `codepoint` (its shape)."""
     cmaps = font_cmaps()
     for face in FONT_POOL:
-        if not face.bold and codepoint in cmaps[face.file]:
+        if not face.bold and face.family in families and codepoint in cmaps[face.file]:
             return face.file
     return None
 
 
-def glyph_signature(codepoint: int) -> np.ndarray | None:
-    """Aspect-preserving 20x20 thumbnail (ink 0..255, float64) of the primary glyph.
+def glyph_signature(codepoint: int, families: Sequence[str] = FAMILIES) -> np.ndarray | None:
+    """Aspect-preserving 16x16 thumbnail (ink 0..255, as float32) of the primary glyph.
 
     None for unusable glyphs: not in any font, empty, tiny (a dot or an accent), or mostly a
-    filled box. Integer values keep the distance sums exact in float64 on every machine.
+    filled box. Integer values keep the distance sums exact on every machine.
     """
     from PIL import Image
 
-    file = primary_font(codepoint)
+    file = primary_font(codepoint, families)
     if file is None:
         return None
     ink = render_glyph(codepoint, file, _SIGNATURE_EM)
@@ -393,16 +424,20 @@ def glyph_signature(codepoint: int) -> np.ndarray | None:
     top, left = (side - height) // 2, (side - width) // 2
     square[top : top + height, left : left + width] = np.round(ink * 255).astype(np.uint8)
     thumb = Image.fromarray(square).resize((_SIGNATURE_SIDE, _SIGNATURE_SIDE), Image.BOX)
-    return np.asarray(thumb, dtype=np.float64).ravel()
+    return np.asarray(thumb, dtype=np.float32).ravel()
 
 
 def _near_duplicates(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Boolean matrix: row i of `a` is within _DUPLICATE_RMS of row j of `b`.
 
-    Rows hold integers 0..255, so every partial sum is an exact float64 integer (< 2**53) and
-    the result does not depend on the BLAS summation order.
+    Rows hold 256 integers 0..255: every partial sum of a dot product is an integer below
+    2**24, exact in float32 whatever the BLAS summation order, so the result is the same on
+    every machine.
     """
-    squared = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
+    dots = (a @ b.T).astype(np.float64)
+    norms_a = (a.astype(np.float64) ** 2).sum(1)
+    norms_b = (b.astype(np.float64) ** 2).sum(1)
+    squared = norms_a[:, None] + norms_b[None, :] - 2.0 * dots
     limit = (_DUPLICATE_RMS * 255.0) ** 2 * a.shape[1]
     return squared < limit
 
@@ -425,19 +460,19 @@ def _distinct_glyphs(
 
 
 @lru_cache(maxsize=1)
-def alphabet_catalogue() -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """Every alphabet this generator can draw, in priority order, as (name, codepoints).
+def alphabet_catalogue() -> tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...]:
+    """Every alphabet this generator can draw, in priority order: (name, codepoints, families).
 
-    Each group keeps glyphs that are visible, not tiny, not near-duplicates of a glyph already
-    kept (in this or an earlier group), evenly thinned to its limit and cut into its parts.
+    Each group keeps glyphs that are visible, not tiny and not near-duplicates of a glyph kept
+    before (in this or an earlier group), thinned evenly and cut into its alphabet sizes.
     """
-    chosen = np.zeros((0, _SIGNATURE_SIDE**2))
+    chosen = np.zeros((0, _SIGNATURE_SIDE**2), dtype=np.float32)
     catalogue: list[tuple[str, tuple[int, ...]]] = []
     for group in SCRIPT_GROUPS:
         cps, sigs = [], []
         for cp in dict.fromkeys(group.codepoints):
             if _is_candidate(cp, group.letters_only):
-                signature = glyph_signature(cp)
+                signature = glyph_signature(cp, group.families)
                 if signature is not None:
                     cps.append(cp)
                     sigs.append(signature)
@@ -445,17 +480,23 @@ def alphabet_catalogue() -> tuple[tuple[str, tuple[int, ...]], ...]:
             continue
         signatures = np.stack(sigs)
         kept = _distinct_glyphs(cps, signatures, chosen)
-        if len(kept) > group.limit:
-            kept = [kept[int(round(i))] for i in np.linspace(0, len(kept) - 1, group.limit)]
-        parts = max(1, min(group.parts, len(kept) // MIN_ALPHABET_SIZE))
-        if len(kept) < MIN_ALPHABET_SIZE:
+        wanted = sum(group.sizes)
+        if len(kept) > wanted:
+            kept = [kept[int(round(i))] for i in np.linspace(0, len(kept) - 1, wanted)]
+        start = 0
+        parts: list[list[int]] = []
+        for size in group.sizes:
+            part = kept[start : start + size]
+            if len(part) < MIN_ALPHABET_SIZE:
+                break
+            parts.append(part)
+            start += len(part)
+        if not parts:
             continue
-        chosen = np.concatenate([chosen, signatures[kept]])
-        bounds = np.linspace(0, len(kept), parts + 1).round().astype(int)
-        for part in range(parts):
-            members = tuple(cps[i] for i in kept[bounds[part] : bounds[part + 1]])
-            name = group.name if parts == 1 else f"{group.name}_{part + 1}"
-            catalogue.append((name, members))
+        chosen = np.concatenate([chosen, signatures[[i for part in parts for i in part]]])
+        for number, part in enumerate(parts, start=1):
+            name = group.name if len(group.sizes) == 1 else f"{group.name}_{number}"
+            catalogue.append((name, tuple(cps[i] for i in part), group.families))
     return tuple(catalogue)
 
 
@@ -468,28 +509,30 @@ def _split_of(position: int, total: int) -> str:
     return BACKGROUND if is_background else EVALUATION
 
 
-def validate_config(config: GlyphDatasetConfig) -> None:
-    """Raise GlyphDatasetError naming the first bad value; cheap, before any work."""
-    available = len(alphabet_catalogue())
+def _check_values(config: GlyphDatasetConfig) -> None:
+    """Checks that need no fonts; raise GlyphDatasetError naming the first bad value."""
     checks = (
-        (isinstance(config.seed, int) and config.seed >= 0, f"--seed must be >= 0, got {config.seed}"),
         (
-            isinstance(config.alphabets, int) and 2 <= config.alphabets <= available,
-            f"--alphabets must be between 2 and {available} (one background and one evaluation "
-            f"alphabet at least), got {config.alphabets}",
+            isinstance(config.seed, int) and config.seed >= 0,
+            f"--seed must be an integer >= 0, got {config.seed!r}",
+        ),
+        (
+            isinstance(config.alphabets, int) and config.alphabets >= 2,
+            f"--alphabets must be >= 2 (one background and one evaluation alphabet), "
+            f"got {config.alphabets!r}",
         ),
         (
             isinstance(config.examples, int) and 1 <= config.examples <= 99,
-            f"--examples must be between 1 and 99 (two-digit drawer ids), got {config.examples}",
+            f"--examples must be between 1 and 99 (two-digit drawer ids), got {config.examples!r}",
         ),
         (
             isinstance(config.size, int) and 28 <= config.size <= 512,
-            f"--size must be between 28 and 512 pixels, got {config.size}",
+            f"--size must be between 28 and 512 pixels, got {config.size!r}",
         ),
         (
             config.max_characters is None
             or (isinstance(config.max_characters, int) and config.max_characters >= 1),
-            f"--max-characters must be >= 1, got {config.max_characters}",
+            f"--max-characters must be >= 1, got {config.max_characters!r}",
         ),
     )
     for ok, message in checks:
@@ -497,13 +540,24 @@ def validate_config(config: GlyphDatasetConfig) -> None:
             raise GlyphDatasetError(message)
 
 
+def validate_config(config: GlyphDatasetConfig) -> None:
+    """Raise GlyphDatasetError naming the first bad value, before any drawing."""
+    _check_values(config)
+    available = len(alphabet_catalogue())
+    if config.alphabets > available:
+        raise GlyphDatasetError(
+            f"--alphabets must be at most {available} (alphabets the bundled fonts cover), "
+            f"got {config.alphabets}"
+        )
+
+
 def plan_alphabets(config: GlyphDatasetConfig) -> list[AlphabetPlan]:
     """The alphabets to write, in output order: background then evaluation, each by name."""
     validate_config(config)
     chosen = alphabet_catalogue()[: config.alphabets]
     plans = [
-        AlphabetPlan(name, _split_of(i, len(chosen)), cps[: config.max_characters])
-        for i, (name, cps) in enumerate(chosen)
+        AlphabetPlan(name, _split_of(i, len(chosen)), cps[: config.max_characters], families)
+        for i, (name, cps, families) in enumerate(chosen)
     ]
     order = {BACKGROUND: 0, EVALUATION: 1}
     return sorted(plans, key=lambda plan: (order[plan.split], plan.name))
@@ -511,6 +565,29 @@ def plan_alphabets(config: GlyphDatasetConfig) -> list[AlphabetPlan]:
 
 # --------------------------------------------------------------------------------------------
 # Drawing: one character by `examples` simulated drawers
+
+
+@dataclass(frozen=True)
+class Jitter:
+    """Spread of the random drawing parameters (angles in degrees, lengths per image side)."""
+
+    drawer_slant: float = 0.1  # sd of a drawer's shear
+    drawer_rotation: float = 3.0  # sd of a drawer's tilt
+    drawer_scale: tuple[float, float] = (0.9, 1.06)
+    drawer_threshold: tuple[float, float] = (0.32, 0.58)
+    bold_share: float = 0.3  # drawers who prefer bold cuts
+    rotation: float = 5.0  # sd per example, clipped to +-3 sd
+    scale: float = 0.08  # +- per example
+    aspect: float = 0.06  # sd of log aspect ratio
+    shear: float = 0.06  # sd per example
+    shift: float = 0.035  # +- translation
+    elastic: float = 0.012  # sd of the warp amplitude
+    blur: float = 0.9 / OMNIGLOT_SIZE  # gaussian sigma before thresholding
+    noise: float = 0.04  # sd of pixel noise before thresholding
+    threshold: float = 0.06  # +- per example around the drawer's threshold
+
+
+JITTER = Jitter()
 
 
 @dataclass(frozen=True)
@@ -524,21 +601,22 @@ class DrawerStyle:
     threshold: float  # stroke threshold on blurred ink; lower draws thicker strokes
 
 
-def drawer_style(seed: int, alphabet: str, drawer: int) -> DrawerStyle:
+@lru_cache(maxsize=4096)
+def drawer_style(seed: int, alphabet: str, drawer: int, jitter: Jitter = JITTER) -> DrawerStyle:
     """Deterministic style of drawer `drawer` (1-based) for one alphabet."""
     rng = np.random.default_rng([seed, zlib.crc32(alphabet.encode()), drawer, 1])
     families = [FAMILIES[i] for i in rng.permutation(len(FAMILIES))]
-    bold = bool(rng.random() < 0.3)
+    bold = bool(rng.random() < jitter.bold_share)
     by_key = {(face.family, face.bold): face.file for face in FONT_POOL}
     fonts = tuple(by_key[(family, bold)] for family in families) + tuple(
         by_key[(family, not bold)] for family in families
     )
     return DrawerStyle(
         fonts=fonts,
-        slant=float(rng.normal(0.0, 0.1)),
-        rotation=float(np.deg2rad(rng.normal(0.0, 3.0))),
-        scale=float(rng.uniform(0.9, 1.06)),
-        threshold=float(rng.uniform(0.32, 0.58)),
+        slant=float(rng.normal(0.0, jitter.drawer_slant)),
+        rotation=float(np.deg2rad(rng.normal(0.0, jitter.drawer_rotation))),
+        scale=float(rng.uniform(*jitter.drawer_scale)),
+        threshold=float(rng.uniform(*jitter.drawer_threshold)),
     )
 
 
@@ -549,20 +627,27 @@ def _output_grid(size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _smooth_field(rng: np.random.Generator, size: int, amplitude: float) -> np.ndarray:
-    """A smooth random displacement field: two plane waves of about one cycle per image."""
-    ys, xs = _output_grid(size)
-    field_ = np.zeros((size, size))
-    for _ in range(2):
-        angle = rng.uniform(0.0, 2.0 * np.pi)
-        cycles = rng.uniform(0.5, 1.5)
-        phase = rng.uniform(0.0, 2.0 * np.pi)
-        along = xs * np.cos(angle) + ys * np.sin(angle)
-        field_ += rng.normal(0.0, amplitude) * np.sin(2.0 * np.pi * cycles * along / size + phase)
-    return field_
+    """A smooth random displacement field: a plane wave of 0.5 to 1.5 cycles per image.
+
+    sin(u(x) + v(y)) = sin u cos v + cos u sin v, so the wave is two outer products.
+    """
+    axis = np.arange(size, dtype=np.float64)
+    angle = rng.uniform(0.0, 2.0 * np.pi)
+    wavenumber = 2.0 * np.pi * rng.uniform(0.5, 1.5) / size
+    phase = rng.uniform(0.0, 2.0 * np.pi)
+    u = wavenumber * math.cos(angle) * axis
+    v = wavenumber * math.sin(angle) * axis + phase
+    wave = np.outer(np.cos(v), np.sin(u)) + np.outer(np.sin(v), np.cos(u))
+    return rng.normal(0.0, amplitude) * wave
 
 
 def draw_example(
-    glyph: np.ndarray, style: DrawerStyle, rng: np.random.Generator, size: int, em: int
+    glyph: np.ndarray,
+    style: DrawerStyle,
+    rng: np.random.Generator,
+    size: int,
+    em: int,
+    jitter: Jitter = JITTER,
 ) -> np.ndarray:
     """One drawing of a glyph: boolean ink mask of shape (size, size).
 
@@ -574,10 +659,11 @@ def draw_example(
     height, width = glyph.shape
     target = 0.62 * size
     fit = min(target / max(height, width), target / (0.45 * em))  # do not blow up small glyphs
-    scale = fit * style.scale * rng.uniform(0.92, 1.08)
-    aspect = math.exp(rng.normal(0.0, 0.06))
-    shear = style.slant + rng.normal(0.0, 0.06)
-    angle = style.rotation + np.deg2rad(np.clip(rng.normal(0.0, 5.0), -15.0, 15.0))
+    scale = fit * style.scale * (1.0 + rng.uniform(-jitter.scale, jitter.scale))
+    aspect = math.exp(rng.normal(0.0, jitter.aspect))
+    shear = style.slant + rng.normal(0.0, jitter.shear)
+    tilt = np.clip(rng.normal(0.0, jitter.rotation), -3 * jitter.rotation, 3 * jitter.rotation)
+    angle = style.rotation + math.radians(tilt)
     cos, sin = math.cos(angle), math.sin(angle)
     forward = (
         np.array([[cos, -sin], [sin, cos]])
@@ -585,19 +671,20 @@ def draw_example(
         @ np.diag([scale * aspect, scale / aspect])
     )
     inverse = np.linalg.inv(forward)  # output (x, y) offsets -> glyph (x, y) offsets
-    shift_x, shift_y = rng.uniform(-0.06, 0.06, size=2) * size
+    shift_x, shift_y = rng.uniform(-jitter.shift, jitter.shift, size=2) * size
     ys, xs = _output_grid(size)
     centre = (size - 1) / 2.0
-    amplitude = 0.012 * size
-    dx = xs - centre - shift_x + _smooth_field(rng, size, amplitude)
-    dy = ys - centre - shift_y + _smooth_field(rng, size, amplitude)
+    dx = xs - centre - shift_x + _smooth_field(rng, size, jitter.elastic * size)
+    dy = ys - centre - shift_y + _smooth_field(rng, size, jitter.elastic * size)
     src_x = inverse[0, 0] * dx + inverse[0, 1] * dy + (width - 1) / 2.0
     src_y = inverse[1, 0] * dx + inverse[1, 1] * dy + (height - 1) / 2.0
-    ink = ndimage.map_coordinates(glyph, [src_y, src_x], order=1, cval=0.0, prefilter=False)
-    ink = ndimage.gaussian_filter(ink, sigma=0.9 * size / OMNIGLOT_SIZE)
-    ink += rng.normal(0.0, 0.04, size=ink.shape)
-    threshold = float(np.clip(style.threshold + rng.uniform(-0.06, 0.06), 0.25, 0.65))
-    return ink > threshold
+    ink = ndimage.map_coordinates(
+        glyph, [src_y, src_x], output=np.float32, order=1, cval=0.0, prefilter=False
+    )
+    ink = ndimage.gaussian_filter(ink, sigma=jitter.blur * size)
+    ink += jitter.noise * rng.standard_normal(ink.shape, dtype=np.float32)
+    level = style.threshold + rng.uniform(-jitter.threshold, jitter.threshold)
+    return ink > float(np.clip(level, 0.2, 0.7))
 
 
 def _png_bytes(ink: np.ndarray) -> bytes:
@@ -616,6 +703,7 @@ class _CharacterTask:
     examples: int
     alphabet: str
     codepoint: int
+    families: tuple[str, ...] = FAMILIES
 
 
 def draw_character(task: _CharacterTask) -> list[bytes]:
@@ -630,11 +718,15 @@ def draw_character(task: _CharacterTask) -> list[bytes]:
             glyphs[file] = render_glyph(task.codepoint, file, em) if has else None
         return glyphs[file]
 
-    fallback = primary_font(task.codepoint)
+    allowed = {face.file for face in FONT_POOL if face.family in task.families}
+    fallback = primary_font(task.codepoint, task.families)
+    if fallback is None:
+        raise GlyphDatasetError(f"U+{task.codepoint:04X} is in none of the fonts {task.families}")
     images = []
     for drawer in range(1, task.examples + 1):
         style = drawer_style(task.seed, task.alphabet, drawer)
-        file = next((f for f in style.fonts if glyph_in(f) is not None), fallback)
+        usable = (f for f in style.fonts if f in allowed and glyph_in(f) is not None)
+        file = next(usable, fallback)
         glyph = glyph_in(file)
         if glyph is None:
             raise GlyphDatasetError(f"U+{task.codepoint:04X} renders empty in {file}")
@@ -811,8 +903,10 @@ def _check_output(
             manifest.get("version") == GENERATOR_VERSION
             and manifest.get("environment") == environment_fingerprint()
         )
-        if not overwrite and same_build and _count_images(output_dir, manifest) == int(
-            manifest["counts"]["images"]
+        if (
+            not overwrite
+            and same_build
+            and _count_images(output_dir, manifest) == int(manifest["counts"]["images"])
         ):
             return "cached", manifest
         return "replace", manifest  # our own output, same parameters: stale or incomplete
@@ -885,16 +979,16 @@ def generate(
 
     started = time.perf_counter()
     output_dir = Path(output_dir).expanduser().absolute()
-    validate_config(config)
+    _check_values(config)
     state, manifest = _check_output(output_dir, config, overwrite)
     if state == "cached":
         assert manifest is not None
         return _summary_from_manifest(output_dir, manifest, time.perf_counter() - started, True)
 
-    plans = plan_alphabets(config)
+    plans = plan_alphabets(config)  # validates the rest
     environment = environment_fingerprint()
     tasks = [
-        _CharacterTask(config.seed, config.size, config.examples, plan.name, cp)
+        _CharacterTask(config.seed, config.size, config.examples, plan.name, cp, plan.families)
         for plan in plans
         for cp in plan.codepoints
     ]
@@ -932,10 +1026,10 @@ def generate(
 
 
 class _OneLineParser(argparse.ArgumentParser):
-    """argparse that reports bad input as one line and exit status 2."""
+    """argparse whose usage errors become GlyphDatasetError: `main` prints one line, exits 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
+    def error(self, message: str) -> NoReturn:
+        raise GlyphDatasetError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -967,16 +1061,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    config = GlyphDatasetConfig(
-        seed=args.seed,
-        alphabets=args.alphabets,
-        examples=args.examples,
-        size=args.size,
-        max_characters=args.max_characters,
-        as_zip=args.zip,
-    )
     try:
+        args = parser.parse_args(argv)
+        config = GlyphDatasetConfig(
+            seed=args.seed,
+            alphabets=args.alphabets,
+            examples=args.examples,
+            size=args.size,
+            max_characters=args.max_characters,
+            as_zip=args.zip,
+        )
         summary = generate(
             args.output,
             config,

@@ -1,0 +1,286 @@
+"""`python -m beam_pipelines.convert --all --input RAW_ROOT --output OUT_ROOT`: convert every
+source found under RAW_ROOT in one Beam pipeline, one output folder per dataset.
+
+Each source is looked for in its own sub-folder of RAW_ROOT (first name that exists wins):
+
+    source        sub-folder of RAW_ROOT (alternatives)
+    ilsvrc_2012   ILSVRC2012_train (ilsvrc_2012)
+    omniglot      omniglot
+    aircraft      fgvc-aircraft-2013b (aircraft)
+    cu_birds      CUB_200_2011 (cu_birds)
+    dtd           dtd
+    quickdraw     quickdraw
+    fungi         fungi
+    vgg_flower    vgg_flower
+    traffic_sign  GTSRB (traffic_sign)
+    mscoco        mscoco
+    emnist, lfw, cifar100, any other registered source: its own name
+
+A found folder is planned with its source (the layout is validated then); a folder whose layout
+is wrong is reported as skipped with the reason and the others go on. The pipeline has one
+ReadRawItems | WriteConvertedDataset branch per planned source, each writing into its own
+temporary folder; all are moved into place (OUT_ROOT/<dataset>/) only when the whole pipeline
+succeeded. Per-source options (e.g. --quickdraw_max_per_class) apply to their source;
+`--splits-dir DIR` replaces the published split of a dataset by DIR/<dataset>_splits.json or
+DIR/<dataset>.json where such a file exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apache_beam as beam
+
+from beam_pipelines.conversion import (
+    OutputExistsError,
+    abort_output,
+    begin_output,
+    check_output,
+    commit_output,
+)
+from beam_pipelines.runner_options import RunnerChoice, make_runner
+from beam_pipelines.sources import SOURCES
+from beam_pipelines.sources.base import ConversionPlan, LayoutError, Source
+from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
+from episodes.dataset_spec import DatasetSpec, Split, load_spec
+
+SUBFOLDERS: dict[str, tuple[str, ...]] = {
+    "ilsvrc_2012": ("ILSVRC2012_train", "ilsvrc_2012"),
+    "omniglot": ("omniglot",),
+    "aircraft": ("fgvc-aircraft-2013b", "aircraft"),
+    "cu_birds": ("CUB_200_2011", "cu_birds"),
+    "dtd": ("dtd",),
+    "quickdraw": ("quickdraw",),
+    "fungi": ("fungi",),
+    "vgg_flower": ("vgg_flower",),
+    "traffic_sign": ("GTSRB", "traffic_sign"),
+    "mscoco": ("mscoco",),
+    "emnist": ("emnist",),
+    "lfw": ("lfw",),
+    "cifar100": ("cifar100",),
+}
+NOT_RAW_FOLDER_SOURCES = {"tfds"}  # sources that read no folder of their own
+
+
+@dataclass
+class SourceOutcome:
+    """What happened to one source of an all-sources run."""
+
+    source: str
+    folder: Path | None = None
+    status: str = "not found"  # not found | skipped | planned | converted
+    reason: str = ""
+    plan: ConversionPlan | None = None
+    source_object: Source | None = None
+    spec: DatasetSpec | None = None
+
+    @property
+    def rejected(self) -> int:
+        return int(self.spec.provenance.get("rejected_count", 0)) if self.spec else 0
+
+
+@dataclass
+class AllSourcesReport:
+    outcomes: list[SourceOutcome]
+    output_root: Path
+    seconds: float = 0.0
+    runner: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def by_status(self, status: str) -> list[str]:
+        return [o.source for o in self.outcomes if o.status == status]
+
+    def summary(self) -> str:
+        rows = [("source", "folder", "status", "classes", "images", "rejected", "splits / reason")]
+        for o in self.outcomes:
+            if o.spec is not None:
+                spec = o.spec
+                splits = (
+                    " / ".join(f"{s.value} {len(spec.classes(s))}" for s in Split)
+                    if spec.has_splits else "no fixed split"
+                )
+                rows.append((o.source, o.folder.name, o.status, str(spec.num_classes),
+                             f"{spec.total_images:,}", str(o.rejected), splits))
+            else:
+                rows.append((o.source, o.folder.name if o.folder else "-", o.status, "-", "-", "-",
+                             o.reason))
+        widths = [max(len(r[i]) for r in rows) for i in range(6)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r[:6], widths)) + "  " + r[6] for r in rows]
+        lines.append(
+            f"found {len(self.by_status('converted')) + len(self.by_status('skipped'))}, "
+            f"converted {len(self.by_status('converted'))}, skipped {len(self.by_status('skipped'))}"
+            f" -> {self.output_root} in {self.seconds:.1f} s ({self.runner})"
+        )
+        return "\n".join(lines + self.notes)
+
+
+def source_folder(root: Path, source: str) -> Path | None:
+    """The sub-folder of `root` holding `source`'s raw data, if any."""
+    for name in SUBFOLDERS.get(source, (source,)):
+        if (root / name).exists():
+            return root / name
+    return None
+
+
+def candidate_sources(only: list[str] | None = None) -> list[str]:
+    """Sources an all-sources run looks for: the table's order, then any other registered one."""
+    names = [n for n in SUBFOLDERS if n in SOURCES]
+    names += sorted(n for n in SOURCES if n not in SUBFOLDERS and n not in NOT_RAW_FOLDER_SOURCES)
+    if only:
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise LayoutError(f"--sources {','.join(unknown)}: expected names among {', '.join(names)}")
+        names = [n for n in names if n in only]
+    return names
+
+
+def options_for(source: str, options: argparse.Namespace) -> argparse.Namespace:
+    """The options a source gets: the shared ones, with its own split file from --splits-dir."""
+    own = copy.copy(options)
+    splits_dir = getattr(options, "splits_dir", None)
+    own.split_file = None
+    if splits_dir:
+        for name in (f"{source}_splits.json", f"{source}.json"):
+            if (Path(splits_dir) / name).is_file():
+                own.split_file = str(Path(splits_dir) / name)
+                break
+    return own
+
+
+def plan_sources(
+    input_root: Path, options: argparse.Namespace, only: list[str] | None = None
+) -> list[SourceOutcome]:
+    """Find and plan every source under `input_root`; wrong layouts become 'skipped'."""
+    outcomes = []
+    datasets: dict[str, str] = {}
+    for name in candidate_sources(only):
+        outcome = SourceOutcome(name, source_folder(input_root, name))
+        outcomes.append(outcome)
+        if outcome.folder is None:
+            continue
+        try:
+            source: Source = SOURCES[name](options_for(name, options))
+            plan = source.plan(outcome.folder)
+            if not plan.classes:
+                raise LayoutError(f"{outcome.folder}: no classes found; expected {source.layout}")
+        except (LayoutError, ValueError, OSError) as exc:
+            outcome.status, outcome.reason = "skipped", str(exc)
+            continue
+        if plan.dataset_name in datasets:
+            outcome.status = "skipped"
+            outcome.reason = f"dataset {plan.dataset_name!r} already comes from {datasets[plan.dataset_name]}"
+            continue
+        datasets[plan.dataset_name] = name
+        outcome.status, outcome.plan, outcome.source_object = "planned", plan, source
+    return outcomes
+
+
+def convert_all(
+    input_root: str | Path,
+    output_root: str | Path,
+    runner: RunnerChoice,
+    options: argparse.Namespace,
+    overwrite: bool = False,
+    workers: int = 1,
+    only: list[str] | None = None,
+) -> AllSourcesReport:
+    """Convert every source found under `input_root` in one pipeline into `output_root`."""
+    input_root, output_root = Path(input_root), Path(output_root)
+    if not input_root.is_dir():
+        raise LayoutError(f"{input_root}: not a folder; expected one sub-folder per source")
+    outcomes = plan_sources(input_root, options, only)
+    planned = [o for o in outcomes if o.status == "planned"]
+    report = AllSourcesReport(outcomes, output_root, runner=runner.description)
+    if not planned:
+        expected = ", ".join(f"{s}: {SUBFOLDERS.get(s, (s,))[0]}" for s in candidate_sources(only))
+        found = [f"{o.source} ({o.reason})" for o in outcomes if o.status == "skipped"]
+        raise LayoutError(
+            f"{input_root}: no source to convert; expected sub-folders {expected}"
+            + (f"; skipped: {'; '.join(found)}" if found else "")
+        )
+    for outcome in planned:  # refuse before any work starts
+        check_output(output_root / outcome.plan.dataset_name, overwrite)
+    temps: dict[str, Path] = {}
+    start = time.monotonic()
+    try:
+        for outcome in planned:
+            temps[outcome.source] = begin_output(output_root / outcome.plan.dataset_name, overwrite)
+        with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
+            for outcome in planned:
+                plan = outcome.plan
+                _ = (
+                    pipeline
+                    | f"ReadRaw[{outcome.source}]" >> ReadRawItems(outcome.source_object, plan)
+                    | f"WriteDataset[{outcome.source}]"
+                    >> WriteConvertedDataset(plan, str(temps[outcome.source]), workers)
+                )
+        for outcome in planned:
+            commit_output(temps.pop(outcome.source), output_root / outcome.plan.dataset_name)
+    except BaseException:
+        for tmp in temps.values():
+            abort_output(tmp)
+        raise
+    report.seconds = time.monotonic() - start
+    for outcome in planned:
+        outcome.spec = load_spec(output_root / outcome.plan.dataset_name)
+        outcome.status = "converted"
+    return report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The convert CLI's options plus every source's own options and the --all ones."""
+    from beam_pipelines.convert import _base_parser
+
+    parser = argparse.ArgumentParser(
+        prog="python -m beam_pipelines.convert --all",
+        description="Convert every source found under --input (one sub-folder per source).",
+        parents=[_base_parser(add_help=False)],
+        conflict_handler="resolve",
+    )
+    group = parser.add_argument_group("all sources")
+    group.add_argument("--sources", default=None,
+                       help="comma-separated subset of sources to look for (default: all)")
+    group.add_argument("--splits-dir", dest="splits_dir", default=None,
+                       help="folder of <dataset>_splits.json / <dataset>.json files replacing "
+                       "the published splits")
+    for name in sorted(SOURCES):
+        SOURCES[name].add_arguments(parser.add_argument_group(f"{name} options"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(argv)
+    missing = [flag for flag in ("input", "output") if not getattr(args, flag)]
+    if missing:
+        parser.error(f"missing {', '.join('--' + m for m in missing)}")
+    if getattr(args, "split_file", None):
+        parser.error("--split-file names one dataset's split; with --all use --splits-dir DIR")
+    unknown = [a for a in beam_args if a.startswith("--")]
+    if unknown and args.runner.lower() in ("directrunner", "direct"):
+        print(f"error: unknown option(s) {' '.join(unknown)} for the DirectRunner", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    only = [s.strip() for s in args.sources.split(",") if s.strip()] if args.sources else None
+    try:
+        runner = make_runner(args, beam_args)
+        report = convert_all(
+            Path(args.input), Path(args.output), runner, args,
+            overwrite=args.overwrite, workers=args.direct_num_workers, only=only,
+        )
+    except (LayoutError, OutputExistsError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

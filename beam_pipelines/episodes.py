@@ -1,0 +1,265 @@
+"""`python -m beam_pipelines.episodes --dataset OUT --split test --episodes 600 --seed 0
+--output SHARDS`: materialise an episode stream as TFRecord shards with Apache Beam.
+
+One Beam element per shard: the worker describes its episodes (i % num_shards == shard), reads
+their encoded images from the dataset's records (no re-encoding) and writes the shard with
+`episodes.tfrecord_io`, episodes in increasing index. The shard count does not depend on the
+worker count and nothing depends on bundle order, so 1 or N workers give the same bytes. Shards
+go to a staging folder that is renamed to SHARDS at the end, with a manifest `episodes.json`
+(parameters, files, episode counts, sha256). Record keys: see `episodes.episode_shards`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+
+from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from episodes.dataset_spec import SpecError
+from episodes.episode_shards import (
+    MANIFEST,
+    SHARDS_FORMAT,
+    encode_episode,
+    shard_file_name,
+    shard_indices,
+)
+from episodes.read import (
+    EpisodeReader,
+    ReaderError,
+    add_mixing_arguments,
+    add_sampler_arguments,
+    sampler_config_from_args,
+)
+from episodes.record_reader import CorruptRecordError
+from episodes.tfrecord_io import frame_record
+
+DEFAULT_EPISODES_PER_SHARD = 100
+MAX_DEFAULT_SHARDS = 16
+
+
+class OutputExistsError(ValueError):
+    """The output folder exists and --overwrite was not given."""
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """Everything a worker needs to write any shard (small and picklable)."""
+
+    dataset_dirs: tuple[str, ...]
+    split: str
+    config: dict
+    seed: int
+    start: int
+    num_episodes: int
+    num_shards: int
+    staging: str
+    split_file: str | None = None
+    index_cache_dir: str | None = None
+    mix_lambda: float | None = None
+    base_split: str = "train"
+
+    def reader(self) -> EpisodeReader:
+        from episodes.sampler_config import SamplerConfig
+
+        return EpisodeReader(
+            list(self.dataset_dirs), self.split, SamplerConfig.from_json(self.config), self.seed,
+            num_threads=0, decoded_cache="never", split_file=self.split_file,
+            index_cache_dir=self.index_cache_dir, mix_lambda=self.mix_lambda,
+            base_split=self.base_split,
+        )
+
+
+def default_num_shards(num_episodes: int) -> int:
+    """About 100 episodes per shard, at most 16 shards, at least 1."""
+    return max(1, min(MAX_DEFAULT_SHARDS, -(-num_episodes // DEFAULT_EPISODES_PER_SHARD)))
+
+
+def write_shard(job: ShardJob, shard: int, reader: EpisodeReader) -> dict[str, Any]:
+    """Write shard `shard` of `job` into the staging folder; return its file and count."""
+    name = shard_file_name(shard, job.num_shards)
+    path = Path(job.staging) / name
+    tmp = path.with_name(f".{name}.tmp{os.getpid()}")
+    count = 0
+    t0 = last = time.monotonic()
+    indices = shard_indices(shard, job.num_shards, job.start, job.num_episodes)
+    with open(tmp, "wb") as out:
+        for index in indices:
+            description = reader.describe(index)
+            support, query = reader.encoded_images(description)
+            names = reader.spec(description.source).class_names
+            payload = encode_episode(
+                description, support, query, seed=job.seed,
+                class_names=[names[c] for c in description.class_ids],
+                sampler_config=job.config,
+            )
+            out.write(frame_record(payload))
+            count += 1
+            now = time.monotonic()
+            if now - last >= 5.0:
+                last = now
+                rate = count / (now - t0)
+                print(f"[episodes] shard {shard}: {count}/{len(indices)} episodes, "
+                      f"{rate:.1f}/s, ETA {(len(indices) - count) / rate:.0f} s",
+                      file=sys.stderr, flush=True)
+    os.replace(tmp, path)
+    return {"shard": shard, "file": name, "episodes": count}
+
+
+class WriteShardFn(beam.DoFn):
+    def __init__(self, job: ShardJob):
+        self.job = job
+
+    def setup(self) -> None:
+        self._reader = self.job.reader()
+
+    def process(self, shard: int):
+        yield write_shard(self.job, shard, self._reader)
+
+    def teardown(self) -> None:
+        if getattr(self, "_reader", None) is not None:
+            self._reader.close()
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def manifest_for(job: ShardJob, reader: EpisodeReader, staging: Path) -> dict[str, Any]:
+    files = [shard_file_name(s, job.num_shards) for s in range(job.num_shards)]
+    return {
+        "format": SHARDS_FORMAT,
+        "datasets": [s.name for s in reader.specs],
+        "split": reader.split.value,
+        "split_file": Path(job.split_file).name if job.split_file else None,
+        "seed": job.seed,
+        "lambda": job.mix_lambda,
+        "base_split": job.base_split if job.mix_lambda is not None else None,
+        "start": job.start,
+        "episodes": job.num_episodes,
+        "num_shards": job.num_shards,
+        "sampler_config": job.config,
+        "files": files,
+        "episodes_per_file": [
+            len(shard_indices(s, job.num_shards, job.start, job.num_episodes))
+            for s in range(job.num_shards)
+        ],
+        "sha256": [sha256_of(staging / f) for f in files],
+    }
+
+
+def write_episode_shards(job_args: dict[str, Any], output: Path, runner, overwrite: bool = False
+                         ) -> dict[str, Any]:
+    """Validate, run the pipeline into a staging folder, then move it to `output`."""
+    output = Path(output)
+    if output.exists() and not overwrite:
+        raise OutputExistsError(f"{output}: output exists (pass --overwrite to replace it)")
+    staging = output.parent / f".{output.name}.tmp{os.getpid()}"
+    job = ShardJob(staging=str(staging), **job_args)
+    if job.num_episodes < 1 or job.num_shards < 1 or job.start < 0:
+        raise ReaderError(f"episodes={job.num_episodes}, num_shards={job.num_shards}, "
+                          f"start={job.start}: expected episodes >= 1, shards >= 1, start >= 0")
+    reader = job.reader()  # validates dataset, split, sampler config before the pipeline
+    reader.describe(job.start)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
+    try:
+        with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
+            _ = (
+                pipeline
+                | "Shards" >> beam.Create(list(range(job.num_shards)))
+                | "Spread" >> beam.Reshuffle()
+                | "WriteShard" >> beam.ParDo(WriteShardFn(job))
+            )
+        manifest = manifest_for(job, reader, staging)
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        reader.close()
+    if output.exists():
+        old = output.parent / f".{output.name}.old{os.getpid()}"
+        os.replace(output, old)
+        os.replace(staging, output)
+        shutil.rmtree(old)
+    else:
+        os.replace(staging, output)
+    return manifest
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m beam_pipelines.episodes",
+        description="Write a stream of episodes as TFRecord shards (one tf.train.Example each).",
+    )
+    parser.add_argument("--dataset", action="append", required=True,
+                        help="converted dataset folder (repeat for multi-source episodes)")
+    parser.add_argument("--split", required=True, help="train, valid or test")
+    add_mixing_arguments(parser)
+    parser.add_argument("--episodes", type=int, required=True, help="number of episodes")
+    parser.add_argument("--start", type=int, default=0, help="first episode index")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", required=True, help="shards folder to create")
+    parser.add_argument("--num-shards", type=int, default=None,
+                        help=f"shard files (default: ~{DEFAULT_EPISODES_PER_SHARD} episodes each, "
+                        f"at most {MAX_DEFAULT_SHARDS})")
+    parser.add_argument("--split-file", help="split JSON overriding the spec's splits")
+    parser.add_argument("--index-cache-dir", help="where to keep built .index files")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    add_sampler_arguments(parser)
+    add_runner_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        config = sampler_config_from_args(args)
+        job_args = {
+            "dataset_dirs": tuple(str(d) for d in args.dataset),
+            "split": args.split,
+            "config": config.to_json(),
+            "seed": args.seed,
+            "start": args.start,
+            "num_episodes": args.episodes,
+            "num_shards": args.num_shards or default_num_shards(args.episodes),
+            "split_file": args.split_file,
+            "index_cache_dir": args.index_cache_dir,
+            "mix_lambda": args.mix_lambda,
+            "base_split": args.base_split,
+        }
+        runner = make_runner(args, beam_args)
+        t0 = time.monotonic()
+        manifest = write_episode_shards(job_args, Path(args.output), runner, args.overwrite)
+    except (SpecError, ReaderError, OutputExistsError, CorruptRecordError, ValueError,
+            OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    took = time.monotonic() - t0
+    print(f"wrote {manifest['episodes']} episodes of {', '.join(manifest['datasets'])}/"
+          f"{manifest['split']} (seed {manifest['seed']}) into {manifest['num_shards']} shards "
+          f"in {args.output} ({took:.1f} s, {runner.description})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Reading members of the archives raw datasets ship as: tar (plain, .gz, .bz2, .xz) and zip.
+
+Compressed tar streams cannot be seeked, so the plan lists a tar once (`list_tar_members`,
+one streaming pass that records where each member's bytes start in the *uncompressed*
+stream) and a worker reads its members with `read_tar_members`: it re-opens the archive and
+seeks forward member by member. A forward seek in a gzip/bz2/xz stream decompresses and
+discards, so one unit costs one decompression up to its last member; units made of members
+that are contiguous in the archive keep the total cost at a few passes over the archive.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import sys
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from beam_pipelines.sources.base import LayoutError
+
+# Errors a damaged compressed stream or archive raises while being read.
+STREAM_ERRORS = (
+    EOFError,
+    OSError,
+    zlib.error,
+    lzma.LZMAError,
+    tarfile.TarError,
+    zipfile.BadZipFile,
+)
+_ANNOUNCE_BYTES = 50 * 2**20
+
+
+@dataclass(frozen=True)
+class TarMember:
+    """A regular file inside a tar: its name and where its bytes lie in the uncompressed stream."""
+
+    name: str
+    offset: int
+    size: int
+
+
+def compression_of(path: str | Path) -> str | None:
+    """'gzip', 'bz2', 'xz' or None (uncompressed), from the file's magic bytes."""
+    with open(path, "rb") as stream:
+        head = stream.read(6)
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if head[:3] == b"BZh":
+        return "bz2"
+    if head[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    return None
+
+
+def open_decompressed(path: str | Path) -> BinaryIO:
+    """The file's uncompressed byte stream (forward seeks decompress and discard)."""
+    kind = compression_of(path)
+    if kind == "gzip":
+        return gzip.open(path, "rb")
+    if kind == "bz2":
+        return bz2.open(path, "rb")
+    if kind == "xz":
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+def announce(path: str | Path, action: str) -> None:
+    """One stderr line before a pass over a large archive (planning can take seconds)."""
+    size = Path(path).stat().st_size
+    if size >= _ANNOUNCE_BYTES:
+        print(f"{action} {path} ({size / 2**20:,.0f} MiB) ...", file=sys.stderr, flush=True)
+
+
+def list_tar_members(path: str | Path) -> list[TarMember]:
+    """Every regular file of a tar archive, in archive order (one streaming pass)."""
+    announce(path, "listing")
+    members = []
+    try:
+        with tarfile.open(path, mode="r|*") as archive:
+            for info in archive:
+                if info.isfile():
+                    members.append(TarMember(info.name, info.offset_data, info.size))
+    except STREAM_ERRORS as exc:
+        where = f" after {members[-1].name}" if members else ""
+        raise LayoutError(f"{path}: not a readable tar archive{where} ({exc})") from None
+    return members
+
+
+def read_tar_members(
+    path: str | Path, members: Sequence[TarMember]
+) -> Iterator[tuple[TarMember, bytes | None, str | None]]:
+    """Yield (member, data, None) in offset order, or (member, None, reason) for a member the
+    archive cannot deliver (truncated or damaged stream: that member and every later one)."""
+    broken: str | None = None
+    with open_decompressed(path) as stream:
+        for member in sorted(members, key=lambda m: m.offset):
+            if broken is None:
+                try:
+                    stream.seek(member.offset)
+                    data = stream.read(member.size)
+                    if len(data) != member.size:
+                        broken = (
+                            f"archive ends inside this member ({len(data)} of {member.size} bytes)"
+                        )
+                except STREAM_ERRORS as exc:
+                    broken = f"damaged archive stream ({type(exc).__name__}: {exc})"
+            if broken is not None:
+                yield member, None, broken
+                continue
+            yield member, data, None
+
+
+def read_named_tar_members(path: str | Path, names: Sequence[str]) -> dict[str, bytes]:
+    """The bytes of several named members, in one streaming pass (missing names are absent)."""
+    announce(path, "reading")
+    wanted, found = set(names), {}
+    try:
+        with tarfile.open(path, mode="r|*") as archive:
+            for info in archive:
+                if info.name in wanted and info.isfile():
+                    handle = archive.extractfile(info)
+                    assert handle is not None
+                    found[info.name] = handle.read()
+                    if len(found) == len(wanted):
+                        break
+    except STREAM_ERRORS as exc:
+        raise LayoutError(f"{path}: not a readable tar archive ({exc})") from None
+    return found
+
+
+def zip_names(path: str | Path) -> list[str]:
+    """Names of the regular files of a zip archive."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return [n for n in archive.namelist() if not n.endswith("/")]
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise LayoutError(f"{path}: not a readable zip archive ({exc})") from None
+
+
+@contextmanager
+def open_file_or_zip_member(path: str, member: str | None = None) -> Iterator[BinaryIO]:
+    """A binary stream of a plain file (`member` None) or of one member of the zip at `path`."""
+    if member is None:
+        with open(path, "rb") as stream:
+            yield stream
+        return
+    with zipfile.ZipFile(path) as archive, archive.open(member) as stream:
+        yield stream
+
+
+def describe(path: str | Path, member: str | None = None) -> str:
+    """How reports name a file that may live inside an archive: `archive:member` or the path."""
+    return f"{path}:{member}" if member else str(path)

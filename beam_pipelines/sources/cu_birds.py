@@ -1,0 +1,16 @@
+"""CUB-200-2011: `CUB_200_2011/images/<NNN.Name>/*.jpg`.
+
+Classes are the 200 species folders, named as the folders are (e.g. `190.Red_cockaded_Woodpecker`).
+Full images are used, not cropped to the provided boxes (Meta-Dataset appendix, "CUB-200-2011").
+"""
+
+from __future__ import annotations
+
+from beam_pipelines.sources.listed_split_source import ClassFolderSource
+
+
+class CUBirdsSource(ClassFolderSource):
+    name = "cu_birds"
+    layout = "CUB_200_2011/images/<NNN.Species_name>/*.jpg"
+    wrappers = ("CUB_200_2011",)
+    dataset_title = "CUB-200-2011"

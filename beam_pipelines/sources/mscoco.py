@@ -1,0 +1,145 @@
+"""MSCOCO (train2017): `train2017/<NNNNNNNNNNNN>.jpg` and the instance annotations
+`annotations/instances_train2017.json` (or `instances_train2017.json` beside `train2017/`).
+
+One example per object instance: the image cropped to the instance's box. Meta-Dataset's
+appendix ("MSCOCO") says only that the train2017 split is used and that crops come from each
+instance's ground-truth box; the reference converter (and so the published dataset, 860,001
+examples) enlarges each box by 1.2 about its centre, converts COCO's half-integer corners to
+whole pixels, clips to the image and keeps crowd annotations and tiny boxes. We do the same:
+`--mscoco_box_scale_ratio` (default 1.2, must be >= 1) and `--mscoco_exclude_crowd` change it.
+Class names are the category names (e.g. `traffic light`); all classes are valid or test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from beam_pipelines.sources.base import LayoutError, RawItem, WorkUnit
+from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
+
+ANNOTATIONS = ("annotations/instances_train2017.json", "instances_train2017.json")
+WRAPPERS = ("mscoco", "coco")
+DEFAULT_BOX_SCALE = 1.2
+DEFAULT_IMAGES_PER_UNIT = 500
+
+
+def enlarged_box(bbox: Sequence[float], scale: float) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) pixel crop of a COCO box (x, y, width, height) scaled by
+    `scale` about its centre; COCO corners are half-integer, PIL crops whole pixels, so each
+    side is rounded after a half-pixel shift and the far sides are inclusive (+1). The writer
+    clips the result to the image."""
+    x, y, w, h = (float(v) for v in bbox)
+    x -= 0.5 * w * (scale - 1.0)
+    y -= 0.5 * h * (scale - 1.0)
+    w, h = w * scale, h * scale
+    return (
+        int(round(x - 0.5)),
+        int(round(y - 0.5)),
+        int(round(x + w - 0.5)) + 1,
+        int(round(y + h - 0.5)) + 1,
+    )
+
+
+class MSCOCOSource(ListedSplitSource):
+    name = "mscoco"
+    layout = "train2017/*.jpg and annotations/instances_train2017.json"
+    split_fractions = (0.0, 0.5, 0.5)
+
+    @classmethod
+    def add_source_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--mscoco_box_scale_ratio", type=float, default=DEFAULT_BOX_SCALE,
+            help="enlarge every box by this factor about its centre (default 1.2, as the "
+            "reference; >= 1)",
+        )
+        parser.add_argument(
+            "--mscoco_exclude_crowd", action="store_true",
+            help="leave out iscrowd=1 annotations (the reference keeps them)",
+        )
+        parser.add_argument(
+            "--mscoco_images_per_unit", type=int, default=DEFAULT_IMAGES_PER_UNIT,
+            help=f"images per work unit (default {DEFAULT_IMAGES_PER_UNIT})",
+        )
+
+    def _locate(self, input_path: Path) -> tuple[Path, Path]:
+        for root in (input_path, *(input_path / w for w in WRAPPERS)):
+            for name in ANNOTATIONS:
+                if (root / name).is_file() and (root / "train2017").is_dir():
+                    return root, root / name
+        raise LayoutError(
+            f"{input_path}: not an MSCOCO train2017 layout: expected train2017/ and "
+            f"{' or '.join(ANNOTATIONS)} here or in {WRAPPERS[0]}/"
+        )
+
+    def scan(self, input_path: Path) -> LayoutScan:
+        root, annotation_path = self._locate(input_path)
+        scale = float(getattr(self.options, "mscoco_box_scale_ratio", DEFAULT_BOX_SCALE))
+        exclude_crowd = bool(getattr(self.options, "mscoco_exclude_crowd", False))
+        per_unit = int(getattr(self.options, "mscoco_images_per_unit", DEFAULT_IMAGES_PER_UNIT))
+        if scale < 1.0:
+            raise LayoutError(f"--mscoco_box_scale_ratio {scale}: expected a value >= 1")
+        if per_unit < 1:
+            raise LayoutError(f"--mscoco_images_per_unit {per_unit}: expected a positive count")
+        try:
+            raw = json.loads(annotation_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise LayoutError(f"{annotation_path}: not a readable JSON file ({exc})") from None
+        if not all(isinstance(raw.get(k), list) for k in ("categories", "annotations")):
+            raise LayoutError(f"{annotation_path}: expected COCO 'categories' and 'annotations' lists")
+        categories = {int(c["id"]): str(c["name"]) for c in raw["categories"]}
+        file_names = {int(i["id"]): str(i["file_name"]) for i in raw.get("images", [])}
+        per_image: dict[int, list[tuple[str, str, tuple | None, str | None]]] = defaultdict(list)
+        crowd_left_out = 0
+        for annotation in raw["annotations"]:
+            category = int(annotation["category_id"])
+            if category not in categories:
+                raise LayoutError(
+                    f"{annotation_path}: annotation {annotation.get('id')} has unknown "
+                    f"category id {category}"
+                )
+            if exclude_crowd and annotation.get("iscrowd"):
+                crowd_left_out += 1
+                continue
+            image_id = int(annotation["image_id"])
+            key = f"{image_id:012d}_{int(annotation['id']):012d}"
+            box, error = None, None
+            try:
+                box = enlarged_box(annotation["bbox"], scale)
+            except (KeyError, TypeError, ValueError):
+                error = f"annotation {annotation.get('id')}: bbox {annotation.get('bbox')!r} is not x, y, w, h"
+            per_image[image_id].append((categories[category], key, box, error))
+        units = []
+        image_ids = sorted(per_image)
+        for start in range(0, len(image_ids), per_unit):
+            images = tuple(
+                (str(root / "train2017" / file_names.get(i, f"{i:012d}.jpg")), tuple(per_image[i]))
+                for i in image_ids[start : start + per_unit]
+            )
+            count = sum(len(a) for _, a in images)
+            units.append(WorkUnit(f"images#{start // per_unit:06d}", images, count))
+        return LayoutScan(
+            root, sorted(set(categories.values())), units,
+            provenance={
+                "annotations": str(annotation_path.relative_to(root)),
+                "box_scale_ratio": scale,
+                "crowd_annotations_left_out": crowd_left_out,
+                "instances": sum(len(a) for a in per_image.values()),
+            },
+        )
+
+    def read_unit(self, unit: WorkUnit) -> Iterator[RawItem]:
+        for path, instances in unit.payload:
+            try:
+                data = Path(path).read_bytes()
+            except OSError as exc:
+                data, reason = None, f"unreadable: {exc.strerror or exc}"
+            for class_name, key, box, error in instances:
+                where = f"{path}#{key.split('_')[1].lstrip('0') or '0'}"
+                if error or data is None:
+                    yield RawItem(class_name, key, where, error=error or reason)
+                else:
+                    yield RawItem(class_name, key, where, data=data, crop_box=box)

@@ -1,0 +1,286 @@
+"""Any image-classification dataset already prepared by TensorFlow Datasets:
+`--source tfds:NAME --tfds_data_dir DIR` (NAME may carry a config and version,
+`name/config:1.2.3`); `--input` serves as the data dir when `--tfds_data_dir` is absent.
+
+Choices:
+- Never downloads: the builder is opened on DIR (`tfds.builder(NAME, data_dir=DIR)`; a dataset
+  whose code is not importable is opened from its `dataset_info.json`) and a dataset that is
+  not prepared there stops the conversion before the pipeline, naming DIR.
+- The image and label features are the top-level `Image` and `ClassLabel` features
+  (`supervised_keys` decide when there are several; `--tfds_image_key` / `--tfds_label_key`
+  override). Classes are the `ClassLabel` names in label order.
+- `--tfds_split` (comma-separated) selects splits; by default every split is pooled per class,
+  keys `<split>-<index in split>`. No fixed class split unless `--split_fractions` draws one.
+- Work units are the shard file instructions; workers read the shards without TensorFlow
+  (TFRecord framing with CRC checks, or ArrayRecord) and take the encoded image bytes as they
+  are stored, so the writer re-encodes each image once. A record whose CRC does not verify is
+  rejected; a shard whose framing breaks rejects its remaining records.
+- The stored format defaults to the dataset's encoding (PNG unless it stores JPEG), and the
+  mode to L for single-channel images, RGB otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+from beam_pipelines.image_codec import ImageOptions
+from beam_pipelines.sources.base import (
+    ClassInfo,
+    ConversionPlan,
+    LayoutError,
+    RawItem,
+    Source,
+    WorkUnit,
+)
+from beam_pipelines.sources.emnist import add_fraction_arguments, fraction_rule, fraction_splits
+from episodes.dataset_spec import Split
+from episodes.example_proto import ExampleDecodeError, decode_example
+from episodes.tfrecord_io import FOOTER_SIZE, HEADER_SIZE, masked_crc32c
+
+FORMATS = ("tfrecord", "array_record")
+
+
+def dataset_name_of(source: str | None) -> str:
+    """NAME of `--source tfds:NAME`."""
+    if not source or not str(source).startswith("tfds:") or not str(source)[5:].strip():
+        raise LayoutError(f"--source {source!r}: expected tfds:NAME, e.g. tfds:mnist")
+    return str(source)[5:].strip()
+
+
+def _tfrecord_payloads(path: str) -> Iterator[tuple[bytes | None, str | None]]:
+    """(payload, None) per record, (payload or None, reason) for a record that fails its CRC;
+    stops at a broken frame (the caller rejects the records it did not get)."""
+    with open(path, "rb") as stream:
+        index = 0
+        while True:
+            header = stream.read(HEADER_SIZE)
+            if not header:
+                return
+            if len(header) < HEADER_SIZE:
+                raise ValueError(f"record {index}: truncated header")
+            (length,) = struct.unpack("<Q", header[:8])
+            if masked_crc32c(header[:8]) != struct.unpack("<I", header[8:])[0]:
+                raise ValueError(f"record {index}: length CRC mismatch")
+            body = stream.read(length + FOOTER_SIZE)
+            if len(body) < length + FOOTER_SIZE:
+                raise ValueError(f"record {index}: truncated payload")
+            payload = body[:length]
+            if masked_crc32c(payload) != struct.unpack("<I", body[length:])[0]:
+                yield payload, f"record {index}: payload CRC mismatch"
+            else:
+                yield payload, None
+            index += 1
+
+
+def _array_record_payloads(path: str) -> Iterator[tuple[bytes | None, str | None]]:
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    reader = ArrayRecordReader(path)
+    try:
+        for payload in reader.read_all():
+            yield payload, None
+    finally:
+        reader.close()
+
+
+class TfdsSource(Source):
+    name = "tfds"
+    layout = "a TFDS data dir holding NAME/[config/]version/ prepared by tfds (never downloaded)"
+    default_image_format = "png"
+    default_mode = "RGB"
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--tfds_data_dir",
+            default=None,
+            help="TFDS data dir holding the prepared dataset (default: --input)",
+        )
+        parser.add_argument(
+            "--tfds_split",
+            default=None,
+            help="comma-separated splits to pool (default: all splits)",
+        )
+        parser.add_argument("--tfds_image_key", default=None, help="the Image feature to use")
+        parser.add_argument("--tfds_label_key", default=None, help="the ClassLabel feature to use")
+        add_fraction_arguments(parser)
+
+    def _builder(self, name: str, data_dir: Path):
+        import tensorflow_datasets as tfds
+
+        if not data_dir.is_dir():
+            raise LayoutError(f"{data_dir}: not found; expected {self.layout}")
+        try:
+            builder = tfds.builder(name, data_dir=str(data_dir))
+        except Exception as exc:  # DatasetNotFoundError and friends
+            present = sorted(p.name for p in data_dir.iterdir() if p.is_dir())[:8]
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise LayoutError(
+                f"{data_dir}: TFDS dataset {name!r} not found there (found {present}; {reason}); "
+                "prepare it first, e.g. `tfds build NAME --data_dir DIR` (this converter never "
+                "downloads)"
+            ) from None
+        if not builder.is_prepared():
+            raise LayoutError(
+                f"{data_dir}: TFDS dataset {name!r} is not prepared there (expected "
+                f"{builder.data_dir}/dataset_info.json); prepare it first with `tfds build "
+                f"{name} --data_dir {data_dir}` (this converter never downloads)"
+            )
+        return builder
+
+    def _features(self, builder) -> tuple[str, str, object, object]:
+        import tensorflow_datasets as tfds
+
+        features = builder.info.features
+        images = {k: f for k, f in features.items() if isinstance(f, tfds.features.Image)}
+        labels = {k: f for k, f in features.items() if isinstance(f, tfds.features.ClassLabel)}
+        supervised = builder.info.supervised_keys or (None, None)
+        chosen = []
+        for found, option, preferred, what in (
+            (images, "tfds_image_key", supervised[0], "Image"),
+            (labels, "tfds_label_key", supervised[1], "ClassLabel"),
+        ):
+            key = getattr(self.options, option, None)
+            if key is None and len(found) == 1:
+                key = next(iter(found))
+            elif key is None and isinstance(preferred, str) and preferred in found:
+                key = preferred
+            if key not in found:
+                raise LayoutError(
+                    f"TFDS dataset {builder.name!r}: top-level {what} features {sorted(found)}; "
+                    f"expected exactly one, or name it with --{option}"
+                    + (f" (got {key!r})" if key is not None else "")
+                )
+            chosen.append(key)
+        return chosen[0], chosen[1], images[chosen[0]], labels[chosen[1]]
+
+    def plan(self, input_path: Path) -> ConversionPlan:
+        name = dataset_name_of(getattr(self.options, "source", None))
+        data_dir = Path(getattr(self.options, "tfds_data_dir", None) or input_path)
+        builder = self._builder(name, data_dir)
+        image_key, label_key, image_feature, label_feature = self._features(builder)
+        file_format = str(getattr(builder.info.file_format, "value", builder.info.file_format))
+        if file_format not in FORMATS:
+            raise LayoutError(
+                f"{builder.data_dir}: shards in {file_format} format; expected one of {FORMATS}"
+            )
+        available = sorted(builder.info.splits)
+        wanted = getattr(self.options, "tfds_split", None)
+        chosen = [s.strip() for s in wanted.split(",") if s.strip()] if wanted else available
+        unknown = [s for s in chosen if s not in available]
+        if unknown or not chosen:
+            raise LayoutError(
+                f"--tfds_split {wanted!r}: unknown split(s) {unknown}; "
+                f"{builder.name} has {available}"
+            )
+        names = list(label_feature.names)
+        units = []
+        for split in chosen:
+            start = 0
+            for shard, instruction in enumerate(builder.info.splits[split].file_instructions):
+                filename = str(instruction.filename)
+                if not Path(filename).is_file():
+                    raise LayoutError(f"{filename}: shard of {builder.name} {split} not found")
+                payload = (
+                    file_format,
+                    filename,
+                    int(instruction.skip),
+                    int(instruction.take),
+                    split,
+                    start,
+                    image_key,
+                    label_key,
+                    tuple(names),
+                )
+                take = int(instruction.take)
+                units.append(WorkUnit(f"{split}-{shard:05d}", payload, take))
+                start += take
+        splits = fraction_splits(names, self.options)
+        order = {Split.TRAIN: 0, Split.VALID: 1, Split.TEST: 2, None: 3}
+        ranked = sorted(range(len(names)), key=lambda i: (order[splits[names[i]]], i))
+        encoding = getattr(image_feature, "encoding_format", None) or "png"
+        channels = (getattr(image_feature, "shape", None) or (None, None, 3))[-1]
+        opts = self.options
+        image_options = ImageOptions(
+            image_format=getattr(opts, "image_format", None)
+            or ("jpeg" if encoding == "jpeg" else "png"),
+            mode=getattr(opts, "image_mode", None) or ("L" if channels == 1 else "RGB"),
+            jpeg_quality=getattr(opts, "jpeg_quality", None) or 95,
+            resize=getattr(opts, "resize", None),
+        )
+        return ConversionPlan(
+            source=self.name,
+            dataset_name=builder.name,
+            classes=[ClassInfo(names[i], splits[names[i]]) for i in ranked],
+            units=units,
+            image_options=image_options,
+            provenance={
+                "input": str(Path(builder.data_dir).resolve()),
+                "tfds_name": name,
+                "tfds_version": str(builder.info.version),
+                "tfds_splits": chosen,
+                "tfds_file_format": file_format,
+                "image_feature": image_key,
+                "label_feature": label_key,
+                "split_rule": fraction_rule(self.options),
+            },
+        )
+
+    def read_unit(self, unit: WorkUnit) -> Iterator[RawItem]:
+        file_format, filename, skip, take, split, start, image_key, label_key, names = unit.payload
+        reader = _tfrecord_payloads if file_format == "tfrecord" else _array_record_payloads
+        done = 0  # records of this unit yielded so far; record `skip + done` of the shard is next
+
+        def missing(reason: str) -> RawItem:
+            # The label of a record that was never read is unknown: class 0 stands in, which the
+            # writer ignores for items carrying an error (they are only counted and listed).
+            return RawItem(
+                names[0], f"{split}-{start + done:09d}", f"{filename}[{skip + done}]", error=reason
+            )
+
+        try:
+            for position, (payload, error) in enumerate(reader(filename)):
+                if position < skip:
+                    continue
+                if done >= take:
+                    return
+                yield _example_item(
+                    payload,
+                    error,
+                    f"{split}-{start + done:09d}",
+                    f"{filename}[{skip + done}]",
+                    image_key,
+                    label_key,
+                    names,
+                )
+                done += 1
+        except Exception as exc:  # a broken frame or an unreadable shard
+            reason = f"shard unreadable from here on ({type(exc).__name__}: {exc})"
+        else:
+            reason = "record missing: the shard ends early"
+        while done < take:
+            yield missing(reason)
+            done += 1
+
+
+def _example_item(payload, error, key, where, image_key, label_key, names) -> RawItem:
+    """The RawItem of one serialized tf.train.Example (class 0 stands in for an unknown label
+    of a rejected record)."""
+    try:
+        features = decode_example(payload) if payload is not None else {}
+    except ExampleDecodeError as exc:
+        return RawItem(names[0], key, where, error=error or f"not a tf.train.Example ({exc})")
+    labels, images = features.get(label_key, []), features.get(image_key, [])
+    label = labels[0] if len(labels) == 1 and isinstance(labels[0], int) else None
+    known = label is not None and 0 <= label < len(names)
+    class_name = names[label] if known else names[0]
+    if error:
+        return RawItem(class_name, key, where, error=error)
+    if not known:
+        return RawItem(class_name, key, where, error=f"label {labels} outside 0..{len(names) - 1}")
+    if len(images) != 1 or not isinstance(images[0], bytes):
+        return RawItem(class_name, key, where, error=f"no encoded image in feature {image_key!r}")
+    return RawItem(class_name, key, where, data=images[0])

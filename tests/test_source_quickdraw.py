@@ -1,0 +1,71 @@
+"""Quick Draw conversion: one class per .npy, row chunks, --quickdraw_max_per_class, a
+truncated file reported, pixels stored losslessly."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from beam_pipelines.raw_fixtures.quickdraw import write_quickdraw_fixture
+from beam_pipelines.sources.base import LayoutError
+from beam_pipelines.sources.quickdraw import QuickDrawSource
+from episodes.record_reader import RecordReader
+from tests.meta_dataset_checks import check_matches_reference, convert_source, reference_spec
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    fixture = write_quickdraw_fixture(tmp_path_factory.mktemp("raw"))
+    out = tmp_path_factory.mktemp("out") / "quickdraw"
+    return fixture, out, convert_source(QuickDrawSource, fixture.root, out)
+
+
+def test_published_split_gives_the_reference_classes(converted, reference_data):
+    fixture, out, report = converted
+    spec = check_matches_reference(out, reference_spec(reference_data, "quickdraw"), fixture)
+    assert [len(spec.classes(s)) for s in ("train", "valid", "test")] == [241, 52, 52]
+    assert "police car" in spec.class_names
+    assert spec.provenance["empty_classes"] == [spec.class_id(fixture.classes[0])]
+    assert "truncated" in spec.provenance["rejected"][0]["reason"]
+
+
+def test_pixels_are_stored_losslessly(converted):
+    fixture, out, report = converted
+    class_id = report.spec.class_id("police car")
+    rows = np.load(fixture.root / "police car.npy")
+    reader = RecordReader(out)
+    for k in range(rows.shape[0]):
+        image = Image.open(io.BytesIO(reader.read_example(class_id, k)[0]))
+        assert image.mode == "L" and image.format == "PNG"
+        assert np.array_equal(np.asarray(image), rows[k].reshape(28, 28))
+
+
+def test_chunks_and_max_per_class(tmp_path):
+    names = ["cat", "dog"]
+    fixture = write_quickdraw_fixture(tmp_path / "raw", classes=names, images_per_class=7)
+    np.save(fixture.root / "cat.npy", np.zeros((7, 784), dtype=np.uint8))  # repair the cut file
+    options = dict(random_split=True, quickdraw_max_per_class=5, quickdraw_chunk_rows=2)
+    plan = QuickDrawSource(argparse.Namespace(**options)).plan(fixture.root)
+    assert plan.expected_items == 10 and len(plan.units) == 6
+    report = convert_source(QuickDrawSource, fixture.root, tmp_path / "out", **options)
+    assert report.spec.images_per_class == [5, 5]
+    reader = RecordReader(tmp_path / "out")
+    dog = np.load(fixture.root / "dog.npy")
+    dog_id = report.spec.class_id("dog")
+    for k in range(5):  # records keep the row order across chunks
+        image = np.asarray(Image.open(io.BytesIO(reader.read_example(dog_id, k)[0])))
+        assert np.array_equal(image, dog[k].reshape(28, 28))
+
+
+def test_bad_layouts(tmp_path):
+    with pytest.raises(LayoutError, match="no <category>.npy files"):
+        QuickDrawSource(argparse.Namespace()).plan(tmp_path)
+    fixture = write_quickdraw_fixture(tmp_path / "raw", classes=["cat"])
+    with pytest.raises(LayoutError, match="--quickdraw_max_per_class 0"):
+        QuickDrawSource(argparse.Namespace(random_split=True, quickdraw_max_per_class=0)).plan(fixture.root)
+    with pytest.raises(LayoutError, match="'hedgehog' of the split list"):
+        QuickDrawSource(argparse.Namespace()).plan(fixture.root)

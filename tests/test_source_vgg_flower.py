@@ -1,0 +1,53 @@
+"""VGG Flower conversion: imagelabels.mat labels, `NNN.name` classes, published split."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+from scipy.io import loadmat, savemat
+
+from beam_pipelines.raw_fixtures.vgg_flower import write_vgg_flower_fixture
+from beam_pipelines.sources.base import LayoutError
+from beam_pipelines.sources.vgg_flower import VggFlowerSource
+from tests.meta_dataset_checks import check_matches_reference, convert_source, reference_spec
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    fixture = write_vgg_flower_fixture(tmp_path_factory.mktemp("raw"))
+    out = tmp_path_factory.mktemp("out") / "vgg_flower"
+    return fixture, out, convert_source(VggFlowerSource, fixture.root, out)
+
+
+def test_published_split_gives_the_reference_classes(converted, reference_data):
+    fixture, out, report = converted
+    spec = check_matches_reference(out, reference_spec(reference_data, "vgg_flower"), fixture)
+    assert [len(spec.classes(s)) for s in ("train", "valid", "test")] == [71, 15, 16]
+    assert spec.class_names[0] == "090.canna lily"
+
+
+def test_images_go_to_the_class_of_their_label(converted):
+    fixture, out, _ = converted
+    labels = loadmat(str(fixture.root / "imagelabels.mat"))["labels"].reshape(-1).astype(int)
+    plan = VggFlowerSource(argparse.Namespace()).plan(fixture.root)
+    for unit in plan.units:
+        class_name, entries = unit.payload
+        for entry in entries:
+            index = int(entry.key[len("image_"):-len(".jpg")])
+            assert int(class_name[:3]) == labels[index - 1]
+
+
+def test_bad_labels_and_layouts(tmp_path):
+    fixture = write_vgg_flower_fixture(tmp_path / "raw", classes=["001.pink primrose"])
+    source = VggFlowerSource(argparse.Namespace(random_split=True))
+    assert [c.name for c in source.plan(fixture.root).classes] == ["001.pink primrose"]
+    savemat(str(fixture.root / "imagelabels.mat"), {"labels": np.array([[1, 103]], dtype=float)})
+    with pytest.raises(LayoutError, match="label 103 outside 1..102"):
+        source.plan(fixture.root)
+    (fixture.root / "imagelabels.mat").write_bytes(b"not a mat file")
+    with pytest.raises(LayoutError, match="not a MATLAB file"):
+        source.plan(fixture.root)
+    with pytest.raises(LayoutError, match="not a VGG Flower layout"):
+        source.plan(tmp_path)
