@@ -23,14 +23,20 @@ import numpy as np
 from episodes.dataset_spec import DatasetSpec, Split
 from episodes.episode import EpisodeDescription
 from episodes.sampler import (
-    _check_index,
-    _check_seed,
     build_class_table,
-    choose_uniform,
+    check_index,
+    check_record_set_owner,
+    check_seed,
     fill_episode,
 )
 from episodes.sampler_config import SamplerConfig, SamplerError
-from episodes.sampler_formulas import draw_distinct, episode_rng, stable_hash, uniform_int
+from episodes.sampler_formulas import (
+    choose_uniform,
+    draw_distinct,
+    episode_rng,
+    stable_hash,
+    uniform_int,
+)
 
 POOL_FORMAT = "fewshot-tasksets.fixed_support_pool/1"
 HOLDOUT_FORMAT = "fewshot-tasksets.base_holdout/1"
@@ -101,7 +107,7 @@ def make_base_holdout(
     """Hold out round(fraction * |Im(c)|) records of every base class (at least 1, at most
     |Im(c)| - 1), drawn uniformly from a seed (FIX-ML section 4.2: e.g. 100 of 600)."""
     split = Split.parse(base_split)
-    _check_seed(seed)
+    check_seed(seed)
     if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not (
         0.0 < fraction < 1.0
     ):
@@ -168,9 +174,10 @@ def make_fixed_support_pool(
     section 4). Records of `holdout` are never chosen. Each class keeps at least one other
     record for its query examples."""
     split = Split.parse(split)
-    _check_seed(seed)
+    check_seed(seed)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise SamplerError(f"pool k={k!r} is invalid: expected an integer >= 1")
+    check_record_set_owner(holdout, spec, split, "holdout")
     held_map = getattr(holdout, "records", holdout) or {}
     records = {}
     for c in spec.classes(split):
@@ -224,13 +231,14 @@ class MixedSampler:
         holdout: BaseHoldout | Mapping[int, Sequence[int]] | None = None,
     ) -> None:
         self.lam = check_lambda(lam)
-        _check_seed(seed)
+        check_seed(seed)
         self.spec, self.config, self.seed = spec, config, seed
         self.base_split, self.novel_split = Split.parse(base_split), Split.parse(novel_split)
         if self.base_split == self.novel_split:
             raise SamplerError(
                 f"base and novel split are both {self.base_split.value}: expected two splits"
             )
+        check_record_set_owner(holdout, spec, self.base_split, "holdout")
         base, novel = spec.classes(self.base_split), spec.classes(self.novel_split)
         restrict = getattr(holdout, "records", holdout)
         base_table = build_class_table(spec, base, config, restrict=restrict,
@@ -260,7 +268,7 @@ class MixedSampler:
                         stable_hash(repr(self.lam)))
 
     def episode(self, index: int) -> EpisodeDescription:
-        _check_index(index)
+        check_index(index)
         cfg = self.config
         rng = episode_rng(self.seed, index, self._labels)
         ways = cfg.fixed_ways
@@ -289,3 +297,53 @@ class MixedSampler:
         while True:
             yield self.episode(index)
             index += 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m episodes.fixml {pool,holdout} SPEC ...: write a pool or holdout JSON file."""
+    import argparse
+
+    from episodes.dataset_spec import SpecError, load_spec
+
+    parser = argparse.ArgumentParser(
+        prog="python -m episodes.fixml",
+        description="Draw FIX-ML fixed support pools or held-out base examples (JSON files).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    pool_cmd = commands.add_parser("pool", help="k fixed support records per class of a split")
+    pool_cmd.add_argument("--k", type=int, required=True, help="support examples per class")
+    pool_cmd.add_argument("--holdout", type=Path, help="holdout JSON whose records to avoid")
+    hold_cmd = commands.add_parser("holdout", help="held-out records of each base class")
+    hold_cmd.add_argument("--fraction", type=float, required=True,
+                          help="fraction of each class held out, in (0, 1)")
+    for cmd in (pool_cmd, hold_cmd):
+        cmd.add_argument("spec", type=Path, help="dataset folder or dataset spec JSON file")
+        cmd.add_argument("--split", default="train", help="split (default train)")
+        cmd.add_argument("--seed", type=int, default=0)
+        cmd.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    args = parser.parse_args(argv)
+    try:
+        if not args.out.parent.is_dir():
+            raise SamplerError(f"--out {args.out}: folder {args.out.parent} does not exist")
+        spec = load_spec(args.spec)
+        if args.command == "pool":
+            holdout = BaseHoldout.load(args.holdout) if args.holdout else None
+            result: FixedSupportPool | BaseHoldout = make_fixed_support_pool(
+                spec, args.split, args.k, args.seed, holdout=holdout)
+        else:
+            result = make_base_holdout(spec, args.split, args.fraction, args.seed)
+    except (SamplerError, SpecError) as exc:
+        parser.exit(2, f"error: {exc}\n")
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    result.save(tmp)
+    tmp.replace(args.out)
+    total = sum(len(r) for r in result.records.values())
+    print(f"wrote {args.out}: {len(result.records)} classes, {total} records")
+
+
+if __name__ == "__main__":
+    main()

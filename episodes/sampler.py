@@ -21,7 +21,8 @@ from episodes.episode import EpisodeDescription
 from episodes.imagenet_nodes import eligible_nodes
 from episodes.sampler_config import SamplerConfig, SamplerError
 from episodes.sampler_formulas import (
-    draw_distinct,
+    choose_uniform,
+    draw_groups,
     episode_rng,
     query_per_class,
     shots_per_class,
@@ -52,16 +53,21 @@ RecordMap = Mapping[int, Sequence[int]]
 class ClassTable:
     """The classes an episode may use, with their usable records, as numpy arrays.
 
-    `images[p]` is |Im(c)| in the paper's formulas (usable records of class_ids[p]); records are
-    drawn from `flat_records[offsets[p] : offsets[p] + counts[p]]`, or from range(counts[p])
-    when `flat_records` is None. With a FIX-ML pool, `pool_support[p]` is the fixed support and
-    `counts` / `flat_records` cover the class's other records only."""
+    `images[p]` is |Im(c)| in the paper's formulas: the usable records of class_ids[p]. Step 2
+    draws positions in range(counts[p]) and `records` maps them to record numbers: the
+    identity for an unrestricted class, the p-th listed record for a class given as an
+    explicit list (restrict), or the p-th record not skipped for a class with skipped records
+    (held out, or a FIX-ML pool's support, which is then `pool_support[p]`)."""
 
     class_ids: np.ndarray
     images: np.ndarray
     counts: np.ndarray
-    flat_records: np.ndarray | None
-    offsets: np.ndarray
+    record_bound: int = 1
+    skip_key: np.ndarray | None = None  # per skipping class: sorted (skipped_j - j) + p * stride
+    skip_start: np.ndarray | None = None
+    listed: np.ndarray | None = None  # per position: uses an explicit list
+    list_flat: np.ndarray | None = None
+    list_offsets: np.ndarray | None = None
     pool_support: list[tuple[int, ...]] | None = None
     pool_k: int | None = None
 
@@ -70,6 +76,25 @@ class ClassTable:
 
     def position_of(self) -> dict[int, int]:
         return {int(c): p for p, c in enumerate(self.class_ids)}
+
+    def records(self, chosen: np.ndarray, needed: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Record numbers of drawn positions (`needed[i]` positions of class chosen[i], in
+        order)."""
+        if self.skip_key is None and self.listed is None:
+            return positions
+        owner = chosen.repeat(needed)
+        out = positions
+        if self.skip_key is not None:
+            # The p-th record not skipped is p + #{j : skipped_j - j <= p}.
+            stride = self.record_bound + 1
+            found = np.searchsorted(self.skip_key, positions + owner * stride, side="right")
+            out = positions + found - self.skip_start[owner]
+        if self.listed is not None:
+            listed = self.listed[owner]
+            if listed.any():
+                out = out.copy()
+                out[listed] = self.list_flat[self.list_offsets[owner[listed]] + positions[listed]]
+        return out
 
 
 def _records_of(value: Any, name: str) -> dict[int, Sequence[int]]:
@@ -93,7 +118,7 @@ def _checked_records(spec: DatasetSpec, class_id: int, records: Sequence[int], n
         )
     if len(np.unique(arr)) != len(arr):
         raise SamplerError(f"{name}: class {class_id} lists a record number twice")
-    return arr
+    return np.sort(arr)
 
 
 def build_class_table(
@@ -106,9 +131,9 @@ def build_class_table(
     pool: FixedSupportPool | None = None,
     context: str = "",
 ) -> ClassTable:
-    """Usable records of each class (restrict minus exclude), classes below
+    """Usable records of each class (restrict, else all, minus exclude), classes below
     config.min_examples_in_class dropped, and a clear error for a class too small for the
-    episode shape."""
+    episode shape. Only explicit lists and skipped records are stored, never whole classes."""
     restrict_map = _records_of(restrict, "restrict")
     exclude_map = _records_of(exclude, "holdout")
     pool_map = _records_of(pool, "pool")
@@ -118,21 +143,23 @@ def build_class_table(
             f"shots={config.shots} but the fixed support pool has k={pool_k} examples per class"
         )
     needed = config.min_images_needed(support_fixed=pool_k)
-    ids, images, counts, chunks, supports = [], [], [], [], []
-    restricted = bool(restrict_map or exclude_map or pool_map)
+    empty = np.zeros(0, dtype=np.int64)
+    ids, images, counts, supports = [], [], [], []
+    lists: list[np.ndarray | None] = []  # explicit usable records (query part with a pool)
+    skips: list[np.ndarray] = []  # sorted skipped records of classes without a list
     for c in class_ids:
         c = int(c)
         total = int(spec.images_per_class[c])
-        if c in restrict_map:
-            usable = _checked_records(spec, c, restrict_map[c], "restrict")
-        else:
-            usable = np.arange(total, dtype=np.int64)
-        if c in exclude_map:
-            held = _checked_records(spec, c, exclude_map[c], "holdout")
-            usable = usable[~np.isin(usable, held)]
-        if len(usable) < config.min_examples_in_class:
+        listed = _checked_records(spec, c, restrict_map[c], "restrict") if (
+            c in restrict_map) else None
+        skipped = _checked_records(spec, c, exclude_map[c], "holdout") if (
+            c in exclude_map) else empty
+        if listed is not None:
+            listed = listed[~np.isin(listed, skipped)]
+            skipped = empty
+        usable = len(listed) if listed is not None else total - len(skipped)
+        if usable < config.min_examples_in_class:
             continue
-        support: tuple[int, ...] | None = None
         if pool is not None:
             if c not in pool_map:
                 raise SamplerError(
@@ -140,36 +167,49 @@ def build_class_table(
                     f"{c} ({spec.class_names[c]!r}){context}"
                 )
             fixed = _checked_records(spec, c, pool_map[c], "pool")
-            if len(fixed) != pool_k or not np.isin(fixed, usable).all():
+            inside = np.isin(fixed, listed) if listed is not None else ~np.isin(fixed, skipped)
+            if len(fixed) != pool_k or not inside.all():
                 raise SamplerError(
                     f"fixed support pool: class {c} must list {pool_k} usable records (not "
-                    f"held out, within restrict), got {sorted(fixed.tolist())}"
+                    f"held out, within restrict), got {fixed.tolist()}"
                 )
-            support = tuple(sorted(fixed.tolist()))
-        if len(usable) < needed:
+            supports.append(tuple(fixed.tolist()))
+            if listed is not None:
+                listed = listed[~np.isin(listed, fixed)]
+            else:
+                skipped = np.union1d(skipped, fixed)
+        if usable < needed:
             raise SamplerError(
-                f"class {c} ({spec.class_names[c]!r}){context} has {len(usable)} usable images "
+                f"class {c} ({spec.class_names[c]!r}){context} has {usable} usable images "
                 f"but {_shape_words(config, pool_k)} needs at least {needed}; lower shots/query "
                 f"or set min_examples_in_class={needed} to skip such classes"
             )
         ids.append(c)
-        images.append(len(usable))
-        if pool is not None:
-            usable = usable[~np.isin(usable, fixed)]
-            supports.append(support)
-        counts.append(len(usable))
-        chunks.append(usable)
-    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(np.asarray(counts, dtype=np.int64), out=offsets[1:])
-    return ClassTable(
+        images.append(usable)
+        counts.append(len(listed) if listed is not None else total - len(skipped))
+        lists.append(listed)
+        skips.append(skipped)
+    bound = max([int(spec.images_per_class[c]) for c in ids], default=1)
+    table = ClassTable(
         class_ids=np.asarray(ids, dtype=np.int64),
         images=np.asarray(images, dtype=np.int64),
         counts=np.asarray(counts, dtype=np.int64),
-        flat_records=np.concatenate(chunks) if restricted and chunks else None,
-        offsets=offsets,
+        record_bound=bound,
         pool_support=supports if pool is not None else None,
         pool_k=pool_k,
     )
+    if any(len(s) for s in skips):
+        stride = bound + 1
+        keys = [s - np.arange(len(s)) + p * stride for p, s in enumerate(skips)]
+        table.skip_key = np.concatenate(keys)
+        table.skip_start = np.concatenate([[0], np.cumsum([len(s) for s in skips])[:-1]])
+        table.skip_start = table.skip_start.astype(np.int64)
+    if any(x is not None for x in lists):
+        table.listed = np.array([x is not None for x in lists])
+        sizes = [0 if x is None else len(x) for x in lists]
+        table.list_offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        table.list_flat = np.concatenate([x for x in lists if x is not None])
+    return table
 
 
 def _shape_words(config: SamplerConfig, pool_k: int | None) -> str:
@@ -187,7 +227,9 @@ def _shape_words(config: SamplerConfig, pool_k: int | None) -> str:
 def fill_episode(
     table: ClassTable, chosen: np.ndarray, rng: np.random.Generator, config: SamplerConfig
 ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
-    """Support and query record numbers (each sorted) of the chosen table positions."""
+    """Step 2 for the chosen table positions: query size, support size and shots, then the
+    records, uniformly without replacement within each class. Returns (support, query) record
+    numbers per class, each sorted."""
     images = table.images[chosen]
     counts = table.counts[chosen]
     n = len(chosen)
@@ -204,7 +246,7 @@ def fill_episode(
         if fixed_query is not None:
             q = fixed_query
         elif fixed_shots is not None:
-            q = int(min(config.max_query_per_class, int((images - fixed_shots).min())))
+            q = min(config.max_query_per_class, int(images.min()) - fixed_shots)
         else:
             q = query_per_class(images, config.max_query_per_class)
         if fixed_shots is not None:
@@ -215,43 +257,31 @@ def fill_episode(
             size = support_set_size(remaining, beta, config.max_support_per_class,
                                     config.max_support_size)
             lo, hi = config.min_log_weight, config.max_log_weight
-            log_weights = lo + (hi - lo) * rng.random(n)
+            log_weights = rng.random(n) * (hi - lo) + lo  # alpha_c uniform in [lo, hi)
             shots = shots_per_class(images, remaining, size, log_weights)
     needed = shots + q
-    positions = draw_distinct(rng, counts, needed)
-    if table.flat_records is not None:
-        records = table.flat_records[positions + np.repeat(table.offsets[chosen], needed)]
-    else:
-        records = positions
-    # Sort within each (class, support|query) segment: segment id * bound + record.
+    positions = draw_groups(rng, counts, needed)
+    records = table.records(chosen, needed, positions)
+    # Sort within each (class, support | query) segment: segment * bound + record.
     lengths = np.empty(2 * n, dtype=np.int64)
     lengths[0::2] = shots
     lengths[1::2] = q
-    bound = int(records.max()) + 1 if len(records) else 1
-    segment = np.repeat(np.arange(2 * n, dtype=np.int64) * bound, lengths)
-    keyed = np.sort(segment + records)
+    segment = (np.arange(2 * n, dtype=np.int64) * table.record_bound).repeat(lengths)
+    keyed = segment + records
+    keyed.sort()
     flat = (keyed - segment).tolist()
-    ends = np.cumsum(lengths).tolist()
-    start = 0
-    parts = []
-    for end in ends:
-        parts.append(tuple(flat[start:end]))
-        start = end
+    ends = lengths.cumsum().tolist()
+    parts = [tuple(flat[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
     query = tuple(parts[1::2])
     if table.pool_support is not None:
-        support = tuple(table.pool_support[p] for p in chosen.tolist())
+        support = tuple([table.pool_support[p] for p in chosen.tolist()])
     else:
         support = tuple(parts[0::2])
     return support, query
 
 
 # ----------------------------------------------------------------------------------------------
-# Step 1: classes
-
-
-def choose_uniform(rng: np.random.Generator, n: int, ways: int) -> np.ndarray:
-    """`ways` distinct positions out of n, uniformly, in random order (episode labels)."""
-    return draw_distinct(rng, np.array([n]), np.array([ways]))
+# Samplers
 
 
 class EpisodeSampler:
@@ -276,7 +306,7 @@ class EpisodeSampler:
     ) -> None:
         if not isinstance(config, SamplerConfig):
             raise SamplerError(f"config must be a SamplerConfig, got {type(config).__name__}")
-        _check_seed(seed)
+        check_seed(seed)
         self.spec = spec
         self.split = Split.parse(split)
         self.config = config
@@ -288,6 +318,7 @@ class EpisodeSampler:
                     f"fixed support pool is for {pool.dataset}/{Split.parse(pool.split).value}, "
                     f"not {spec.name}/{self.split.value}"
                 )
+        check_record_set_owner(holdout, spec, self.split, "holdout")
         split_classes = spec.classes(self.split)
         if not split_classes:
             raise SamplerError(f"split {self.split.value} of {spec.name!r} has no classes")
@@ -371,7 +402,7 @@ class EpisodeSampler:
 
     def episode(self, index: int) -> EpisodeDescription:
         """Episode `index`, computed from (spec, split, config, seed, index) alone."""
-        _check_index(index)
+        check_index(index)
         cfg = self.config
         stream_index = index % cfg.num_unique_descriptions if cfg.num_unique_descriptions else index
         rng = episode_rng(self.seed, stream_index, self._labels)
@@ -420,12 +451,24 @@ class EpisodeSampler:
         return choose_uniform(rng, n, ways)
 
 
-def _check_seed(seed: Any) -> None:
+def check_record_set_owner(value: Any, spec: DatasetSpec, split: Split, name: str) -> None:
+    """A BaseHoldout (or anything with dataset/split attributes) must be for this split."""
+    dataset, owner_split = getattr(value, "dataset", None), getattr(value, "split", None)
+    if dataset is None or owner_split is None:
+        return
+    if dataset != spec.name or Split.parse(owner_split) != split:
+        raise SamplerError(
+            f"{name} is for {dataset}/{Split.parse(owner_split).value}, "
+            f"not {spec.name}/{split.value}"
+        )
+
+
+def check_seed(seed: Any) -> None:
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise SamplerError(f"seed={seed!r} is invalid: expected an integer >= 0")
 
 
-def _check_index(index: Any) -> None:
+def check_index(index: Any) -> None:
     if isinstance(index, bool) or not isinstance(index, int | np.integer) or index < 0:
         raise SamplerError(f"episode index {index!r} is invalid: expected an integer >= 0")
 
@@ -451,7 +494,7 @@ class MultiSourceSampler:
         names = [s.name for s in specs]
         if len(set(names)) != len(names):
             raise SamplerError(f"dataset names must be distinct, got {names}")
-        _check_seed(seed)
+        check_seed(seed)
         self.split = Split.parse(split)
         self.samplers = [EpisodeSampler(s, self.split, config, seed) for s in specs]
         self.seed = seed
@@ -464,7 +507,7 @@ class MultiSourceSampler:
 
     def source_of(self, index: int) -> int:
         """Position in `sources` of episode `index`'s dataset."""
-        _check_index(index)
+        check_index(index)
         u = episode_rng(self.seed, index, self._labels).random()
         return min(len(self.samplers) - 1, int(u * len(self.samplers)))
 

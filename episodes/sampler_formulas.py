@@ -30,7 +30,7 @@ def episode_rng(seed: int, index: int, labels: tuple[int, ...]) -> np.random.Gen
 
 def query_per_class(images: np.ndarray, max_query: int = 10) -> int:
     """Step 2a: q = min{max_query, min_c floor(0.5 |Im(c)|)}."""
-    return int(min(max_query, int((np.asarray(images) // 2).min())))
+    return min(max_query, int(np.asarray(images).min()) // 2)
 
 
 def support_set_size(
@@ -40,7 +40,7 @@ def support_set_size(
 
     `remaining` is |Im(c)| - q per class and beta lies in (0, 1]."""
     contributions = np.ceil(beta * np.minimum(max_per_class, remaining))
-    return int(min(max_total, int(contributions.sum())))
+    return min(max_total, int(contributions.sum()))
 
 
 def shots_per_class(
@@ -48,10 +48,10 @@ def shots_per_class(
 ) -> np.ndarray:
     """Step 2c: R_c = exp(alpha_c)|Im(c)| / sum_c' exp(alpha_c')|Im(c')|,
     k_c = min{floor(R_c (|S| - |C|)) + 1, |Im(c)| - q}."""
-    weighted = np.exp(log_weights) * np.asarray(images, dtype=np.float64)
+    weighted = np.exp(log_weights) * images
     proportions = weighted / weighted.sum()
     desired = np.floor(proportions * (support_size - len(weighted))).astype(np.int64) + 1
-    return np.minimum(desired, np.asarray(remaining, dtype=np.int64))
+    return np.minimum(desired, remaining)
 
 
 def uniform_int(u: float, low: int, high: int) -> int:
@@ -61,13 +61,10 @@ def uniform_int(u: float, low: int, high: int) -> int:
 
 def ragged_arange(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenation of arange(s, s + n) for each (s, n)."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    shift = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - lengths), lengths)
-    return np.arange(total, dtype=np.int64) + shift
+    ends = lengths.cumsum()
+    return np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + (
+        starts - ends + lengths
+    ).repeat(lengths)
 
 
 def draw_distinct(
@@ -86,25 +83,42 @@ def draw_distinct(
         raise ValueError(
             f"cannot draw {int(needed[bad])} distinct items out of {int(counts[bad])}"
         )
+    return draw_groups(rng, counts, needed)
+
+
+def draw_groups(rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray) -> np.ndarray:
+    """draw_distinct without input checks (int64 arrays, 0 <= needed <= counts)."""
     dense = (counts <= DENSE_MAX_COUNT) | (counts <= DENSE_MAX_RATIO * needed)
     if dense.all():
         return _draw_dense(rng, counts, needed)
     if not dense.any():
         return _draw_sparse(rng, counts, needed)
     out = np.empty(int(needed.sum()), dtype=np.int64)
-    starts = np.cumsum(needed) - needed
+    starts = needed.cumsum() - needed
     for mask, draw in ((dense, _draw_dense), (~dense, _draw_sparse)):
         out[ragged_arange(starts[mask], needed[mask])] = draw(rng, counts[mask], needed[mask])
     return out
 
 
+def choose_uniform(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
+    """m distinct positions out of range(n), uniformly, in random order."""
+    if n <= DENSE_MAX_COUNT or n <= DENSE_MAX_RATIO * m:
+        return rng.random(n).argsort()[:m]
+    extra = 2 * m * m // n + 4
+    while True:
+        drawn = dict.fromkeys((rng.random(m + extra) * n).astype(np.int64).tolist())
+        if len(drawn) >= m:
+            return np.fromiter(drawn, dtype=np.int64, count=m)
+        extra = 2 * extra + m
+
+
 def _draw_dense(rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray) -> np.ndarray:
     """Random keys for every item, sorted within each group: a random permutation per group."""
     keys = rng.random(int(counts.sum()))
-    keys += np.repeat(np.arange(len(counts), dtype=np.float64), counts)
-    order = np.argsort(keys)
-    starts = np.cumsum(counts) - counts
-    return order[ragged_arange(starts, needed)] - np.repeat(starts, needed)
+    keys += np.arange(len(counts), dtype=np.float64).repeat(counts)
+    order = keys.argsort()
+    starts = counts.cumsum() - counts
+    return order[ragged_arange(starts, needed)] - starts.repeat(needed)
 
 
 def _draw_sparse(rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray) -> np.ndarray:
@@ -112,27 +126,27 @@ def _draw_sparse(rng: np.random.Generator, counts: np.ndarray, needed: np.ndarra
     # Expected repeats among n draws from N values are about n^2 / (2N): draw four times that
     # plus a constant; in the rare case a group is left short, redraw everything with more.
     extra = (2 * needed * needed) // counts + 4
-    value_base = np.cumsum(counts) - counts
+    value_base = counts.cumsum() - counts
     while True:
         draws = needed + extra
         total = int(draws.sum())
-        span = np.repeat(counts, draws)
-        values = (rng.random(total) * span).astype(np.int64)
-        np.minimum(values, span - 1, out=values)
-        values += np.repeat(value_base, draws)  # disjoint value ranges per group
-        order = np.argsort(values, kind="stable")
+        # floor(u * n) < n for every double u < 1, so values stay in range(n).
+        values = (rng.random(total) * counts.repeat(draws)).astype(np.int64)
+        values += value_base.repeat(draws)  # disjoint value ranges per group
+        order = values.argsort(kind="stable")
         ordered = values[order]
         is_new = np.empty(total, dtype=bool)
         is_new[0] = True
         np.not_equal(ordered[1:], ordered[:-1], out=is_new[1:])
         first = np.empty(total, dtype=bool)
         first[order] = is_new  # first occurrence of its value, in draw order
-        seen = np.cumsum(first)
-        at_end = seen[np.cumsum(draws) - 1]
-        distinct = np.diff(at_end, prepend=0)
-        if (distinct >= needed).all():
+        seen = first.cumsum()
+        at_end = seen[draws.cumsum() - 1]
+        before = np.empty_like(at_end)
+        before[0] = 0
+        before[1:] = at_end[:-1]
+        if (at_end - before >= needed).all():
             break
         extra = 2 * extra + needed
-    rank = seen - np.repeat(at_end - distinct, draws)
-    keep = first & (rank <= np.repeat(needed, draws))
-    return values[keep] - np.repeat(value_base, needed)
+    keep = first & (seen <= (before + needed).repeat(draws))
+    return values[keep] - value_base.repeat(needed)

@@ -1,0 +1,232 @@
+"""FIX-ML: fixed support pools, held-out base examples, base/novel mixing tau_BN(lambda)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from episodes.dataset_spec import DatasetSpec, Split
+from episodes.fixml import (
+    BaseHoldout,
+    FixedSupportPool,
+    MixedSampler,
+    make_base_holdout,
+    make_fixed_support_pool,
+)
+from episodes.sampler import EpisodeSampler, SamplerConfig
+from episodes.sampler_config import SamplerError
+
+
+def make_spec(base=16, valid=4, novel=10, images=60) -> DatasetSpec:
+    n = base + valid + novel
+    rng = np.random.default_rng(0)
+    counts = (images + rng.integers(0, 20, size=n)).tolist()
+    return DatasetSpec(
+        name="mini",
+        class_names=[f"class{i}" for i in range(n)],
+        images_per_class=counts,
+        split_classes={Split.TRAIN: list(range(base)),
+                       Split.VALID: list(range(base, base + valid)),
+                       Split.TEST: list(range(base + valid, n))},
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Fixed support pools
+
+
+def test_pool_draw_is_seeded_and_round_trips(tmp_path):
+    spec = make_spec()
+    pool = make_fixed_support_pool(spec, "train", k=5, seed=3)
+    assert set(pool.records) == set(spec.classes("train"))
+    for c, recs in pool.records.items():
+        assert len(set(recs)) == 5 and all(0 <= r < spec.images_per_class[c] for r in recs)
+    assert make_fixed_support_pool(spec, "train", k=5, seed=3) == pool
+    assert make_fixed_support_pool(spec, "train", k=5, seed=4) != pool
+    path = tmp_path / "pool.json"
+    pool.save(path)
+    raw = json.loads(path.read_text())
+    assert (raw["dataset"], raw["split"], raw["k"], raw["seed"]) == ("mini", "train", 5, 3)
+    assert FixedSupportPool.load(path) == pool
+
+
+def test_pool_support_reused_in_every_episode_and_query_from_the_rest():
+    spec = make_spec()
+    pool = make_fixed_support_pool(spec, "train", k=5, seed=0)
+    sampler = EpisodeSampler(spec, "train", SamplerConfig.fixed(shots=5), seed=0, pool=pool)
+    query_seen: dict[int, set] = {c: set() for c in pool.records}
+    for d in sampler.descriptions(0, 600):
+        assert d.ways == 5
+        for c, s, q in zip(d.class_ids, d.support, d.query):
+            assert s == pool.records[c]
+            assert len(q) == 15 and not set(q) & set(s)
+            query_seen[c].update(q)
+    for c, seen in query_seen.items():
+        others = set(range(spec.images_per_class[c])) - set(pool.records[c])
+        assert seen <= others
+        assert len(seen) > 0.9 * len(others)  # query still ranges over all other examples
+
+
+def test_pool_variable_mode_query_formula():
+    spec = make_spec()
+    pool = make_fixed_support_pool(spec, "train", k=1, seed=0)
+    sampler = EpisodeSampler(spec, "train", SamplerConfig(min_ways=3, max_ways=10), seed=0,
+                             pool=pool)
+    for d in sampler.descriptions(0, 200):
+        images = [spec.images_per_class[c] for c in d.class_ids]
+        q = min(10, min(i // 2 for i in images), min(i - 1 for i in images))
+        assert d.shots == (1,) * d.ways
+        assert all(len(x) == q for x in d.query)
+
+
+def test_pool_mismatches_are_named():
+    spec = make_spec()
+    pool = make_fixed_support_pool(spec, "train", k=2, seed=0)
+    with pytest.raises(SamplerError, match="shots=5 but the fixed support pool has k=2"):
+        EpisodeSampler(spec, "train", SamplerConfig(shots=5), pool=pool)
+    with pytest.raises(SamplerError, match="mini/train, not mini/valid"):
+        EpisodeSampler(spec, "valid", SamplerConfig(min_ways=2), pool=pool)
+    with pytest.raises(SamplerError, match="k=0"):
+        make_fixed_support_pool(spec, "train", k=0, seed=0)
+    with pytest.raises(SamplerError, match=r"class 0 .* a pool of k=100"):
+        make_fixed_support_pool(spec, "train", k=100, seed=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Held-out base examples
+
+
+def test_holdout_never_in_training_episodes(tmp_path):
+    spec = make_spec()
+    holdout = make_base_holdout(spec, "train", fraction=1 / 6, seed=0)
+    for c, held in holdout.records.items():
+        assert len(held) == round(spec.images_per_class[c] / 6)
+    path = tmp_path / "holdout.json"
+    holdout.save(path)
+    assert BaseHoldout.load(path) == holdout
+    pool = make_fixed_support_pool(spec, "train", k=5, seed=0, holdout=holdout)
+    for c, recs in pool.records.items():
+        assert not set(recs) & set(holdout.records[c])
+    for sampler in (
+        EpisodeSampler(spec, "train", SamplerConfig(), seed=0, holdout=holdout),
+        EpisodeSampler(spec, "train", SamplerConfig.fixed(), seed=0, holdout=holdout, pool=pool),
+    ):
+        for d in sampler.descriptions(0, 300):
+            for c, s, q in zip(d.class_ids, d.support, d.query):
+                assert not (set(s) | set(q)) & set(holdout.records[c])
+    training = holdout.training_records(spec)
+    for c in holdout.records:
+        assert sorted(training[c] + holdout.records[c]) == list(range(spec.images_per_class[c]))
+
+
+def test_base_evaluation_uses_held_out_records_only():
+    spec = make_spec(images=120)
+    holdout = make_base_holdout(spec, "train", fraction=0.25, seed=1)
+    evaluation = EpisodeSampler(spec, "train", SamplerConfig.fixed(), seed=0,
+                                restrict=holdout.records)
+    mixed = MixedSampler(spec, "train", "test", 0.0, SamplerConfig.fixed(), seed=0,
+                         holdout=holdout)
+    for sampler in (evaluation, mixed):
+        for d in sampler.descriptions(0, 200):
+            for c, s, q in zip(d.class_ids, d.support, d.query):
+                assert set(s) | set(q) <= set(holdout.records[c])
+
+
+def test_holdout_fraction_named():
+    with pytest.raises(SamplerError, match="fraction=1.5"):
+        make_base_holdout(make_spec(), "train", fraction=1.5, seed=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Base / novel mixing
+
+
+def test_lambda_zero_is_base_and_one_is_novel():
+    spec = make_spec()
+    base, novel = set(spec.classes("train")), set(spec.classes("test"))
+    for lam, allowed, split in ((0.0, base, Split.TRAIN), (1.0, novel, Split.TEST)):
+        sampler = MixedSampler(spec, "train", "test", lam, SamplerConfig.fixed(), seed=0)
+        for d in sampler.descriptions(0, 300):
+            assert set(d.class_ids) <= allowed and d.split == split
+            assert d.shots == (5,) * 5 and all(len(q) == 15 for q in d.query)
+
+
+@pytest.mark.parametrize("lam", [0.25, 0.6])
+def test_intermediate_lambda_novel_fraction_binomial(lam):
+    spec = make_spec()
+    novel = set(spec.classes("test"))
+    sampler = MixedSampler(spec, "train", "test", lam, SamplerConfig.fixed(), seed=0)
+    episodes = 2000
+    per_episode = Counter()
+    for d in sampler.descriptions(0, episodes):
+        assert len(set(d.class_ids)) == 5
+        per_episode[sum(c in novel for c in d.class_ids)] += 1
+    # Number of novel classes ~ Binomial(5, lambda).
+    for k in range(6):
+        expected = episodes * math.comb(5, k) * lam**k * (1 - lam) ** (5 - k)
+        assert abs(per_episode[k] - expected) < 6 * math.sqrt(expected) + 3, (k, per_episode)
+
+
+def test_mixed_variable_ways_bounded_by_both_splits():
+    spec = make_spec()
+    sampler = MixedSampler(spec, "train", "test", 0.5, SamplerConfig(), seed=0)
+    ways = [d.ways for d in sampler.descriptions(0, 300)]
+    assert min(ways) == 5 and max(ways) == 10  # min(50, 16 base, 10 novel)
+
+
+@pytest.mark.parametrize("lam", [1.5, -0.1, float("nan")])
+def test_lambda_outside_unit_interval_named(lam):
+    with pytest.raises(SamplerError, match=f"lambda={lam!r}"):
+        MixedSampler(make_spec(), "train", "test", lam)
+
+
+def test_mixed_ways_larger_than_splits_named():
+    with pytest.raises(SamplerError, match="ways=12"):
+        MixedSampler(make_spec(), "train", "test", 0.5, SamplerConfig.fixed(ways=12))
+
+
+def test_cli_writes_pool_and_holdout(tmp_path, capsys):
+    from episodes.fixml import main
+
+    spec = make_spec()
+    spec.save(tmp_path / "dataset_spec.json")
+    main(["holdout", str(tmp_path), "--fraction", "0.2", "--seed", "1",
+          "--out", str(tmp_path / "holdout.json")])
+    main(["pool", str(tmp_path), "--k", "3", "--holdout", str(tmp_path / "holdout.json"),
+          "--out", str(tmp_path / "pool.json")])
+    holdout = BaseHoldout.load(tmp_path / "holdout.json")
+    pool = FixedSupportPool.load(tmp_path / "pool.json")
+    assert holdout == make_base_holdout(spec, "train", 0.2, 1)
+    assert pool == make_fixed_support_pool(spec, "train", 3, 0, holdout=holdout)
+    assert "wrote" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["holdout", str(tmp_path), "--fraction", "0", "--out", str(tmp_path / "x.json")])
+    assert "fraction=0.0" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_class_table_maps_positions_to_usable_records():
+    from episodes.sampler import build_class_table
+
+    spec = make_spec()
+    holdout = make_base_holdout(spec, "train", fraction=0.3, seed=2)
+    pool = make_fixed_support_pool(spec, "train", k=4, seed=2, holdout=holdout)
+    restrict = {0: sorted(set(range(0, 60, 3)) | set(pool.records[0])),
+                5: sorted(set(range(40)) | set(pool.records[5]))}
+    table = build_class_table(spec, spec.classes("train"), SamplerConfig(min_ways=2),
+                              restrict=restrict, exclude=holdout, pool=pool)
+    chosen = np.arange(len(table))
+    counts = table.counts
+    records = table.records(chosen, counts, np.concatenate([np.arange(n) for n in counts]))
+    start = 0
+    for p, c in enumerate(table.class_ids.tolist()):
+        mine = records[start:start + counts[p]].tolist()
+        start += counts[p]
+        usable = set(restrict.get(c, range(spec.images_per_class[c])))
+        usable -= set(holdout.records[c]) | set(pool.records[c])
+        assert mine == sorted(usable)
+        assert table.images[p] == counts[p] + 4
