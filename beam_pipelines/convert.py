@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_sources:
         print(list_sources())
         return 0
-    missing = [flag for flag in ("source", "input", "output") if not getattr(args, flag)]
+    required = ["source", "output"]
+    if not (args.source or "").startswith("tfds:") or not getattr(args, "tfds_data_dir", None):
+        required.insert(1, "input")  # a prepared TFDS dataset is found through --tfds_data_dir
+    missing = [flag for flag in required if not getattr(args, flag)]
     if missing:
         parser.error(f"missing {', '.join('--' + m for m in missing)}")
     unknown = [a for a in beam_args if a.startswith("--")]
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         runner = make_runner(args, beam_args)
         source = source_cls(args)
         report = convert(
-            source, Path(args.input), Path(args.output), runner,
+            source, Path(args.input or args.tfds_data_dir), Path(args.output), runner,
             overwrite=args.overwrite, workers=args.direct_num_workers,
         )
     except (LayoutError, OutputExistsError, ValueError) as exc:

@@ -459,19 +459,38 @@ def _distinct_glyphs(
     return kept
 
 
+CatalogueEntry = tuple[str, tuple[int, ...], tuple[str, ...]]  # name, codepoints, families
+
+
+def _cut(kept: list[int], sizes: Sequence[int]) -> list[list[int]]:
+    """Thin `kept` evenly to sum(sizes), then cut it in order; parts below 14 are dropped."""
+    wanted = sum(sizes)
+    if len(kept) > wanted:
+        kept = [kept[int(round(i))] for i in np.linspace(0, len(kept) - 1, wanted)]
+    parts, start = [], 0
+    for size in sizes:
+        part = kept[start : start + size]
+        if len(part) < MIN_ALPHABET_SIZE:
+            break
+        parts.append(part)
+        start += len(part)
+    return parts
+
+
 @lru_cache(maxsize=1)
-def alphabet_catalogue() -> tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...]:
+def alphabet_catalogue() -> tuple[CatalogueEntry, ...]:
     """Every alphabet this generator can draw, in priority order: (name, codepoints, families).
 
     Each group keeps glyphs that are visible, not tiny and not near-duplicates of a glyph kept
     before (in this or an earlier group), thinned evenly and cut into its alphabet sizes.
     """
     chosen = np.zeros((0, _SIGNATURE_SIDE**2), dtype=np.float32)
-    catalogue: list[tuple[str, tuple[int, ...]]] = []
+    used: set[int] = set()  # a codepoint belongs to one alphabet even where drawn differently
+    catalogue: list[CatalogueEntry] = []
     for group in SCRIPT_GROUPS:
         cps, sigs = [], []
         for cp in dict.fromkeys(group.codepoints):
-            if _is_candidate(cp, group.letters_only):
+            if cp not in used and _is_candidate(cp, group.letters_only):
                 signature = glyph_signature(cp, group.families)
                 if signature is not None:
                     cps.append(cp)
@@ -479,24 +498,14 @@ def alphabet_catalogue() -> tuple[tuple[str, tuple[int, ...], tuple[str, ...]], 
         if not cps:
             continue
         signatures = np.stack(sigs)
-        kept = _distinct_glyphs(cps, signatures, chosen)
-        wanted = sum(group.sizes)
-        if len(kept) > wanted:
-            kept = [kept[int(round(i))] for i in np.linspace(0, len(kept) - 1, wanted)]
-        start = 0
-        parts: list[list[int]] = []
-        for size in group.sizes:
-            part = kept[start : start + size]
-            if len(part) < MIN_ALPHABET_SIZE:
-                break
-            parts.append(part)
-            start += len(part)
+        parts = _cut(_distinct_glyphs(cps, signatures, chosen), group.sizes)
         if not parts:
             continue
         chosen = np.concatenate([chosen, signatures[[i for part in parts for i in part]]])
         for number, part in enumerate(parts, start=1):
             name = group.name if len(group.sizes) == 1 else f"{group.name}_{number}"
             catalogue.append((name, tuple(cps[i] for i in part), group.families))
+            used.update(cps[i] for i in part)
     return tuple(catalogue)
 
 

@@ -76,14 +76,14 @@ class EncodeImagesFn(beam.DoFn):
 
     def process(self, item: RawItem):
         self._progress.tick()
+        if item.error:
+            yield beam.pvalue.TaggedOutput(REJECTED, (item.path, item.error))
+            return
         class_id = self.class_index.get(item.class_name)
         if class_id is None:
             yield beam.pvalue.TaggedOutput(
                 REJECTED, (item.path, f"class {item.class_name!r} is not in the conversion plan")
             )
-            return
-        if item.error:
-            yield beam.pvalue.TaggedOutput(REJECTED, (item.path, item.error))
             return
         try:
             encoded = process_image(item.data, self.options, item.array, item.crop_box)

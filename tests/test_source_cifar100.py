@@ -161,3 +161,21 @@ def test_wrong_layouts_fail_before_the_pipeline(fixture, tmp_path):
         LayoutError, match="refusing to load posix.system|refusing to load os.system"
     ):
         _source().plan(folder.parent)
+
+
+def test_superclass_votes_and_contradicting_rows():
+    from beam_pipelines.sources.cifar100 import rejected_rows, superclass_of_fine
+
+    fine = np.array([0, 0, 0, 1, 1, 150])
+    coarse = np.array([3, 3, 7, 2, 2, 0])
+    superclass = superclass_of_fine([(fine, coarse)])
+    assert superclass == {0: 3, 1: 2}
+    names = [f"fine{i}" for i in range(100)]
+    supers = [f"coarse{i}" for i in range(20)]
+    rows = rejected_rows(fine, coarse, superclass, names, supers)
+    assert [r for r, _ in rows] == [2, 5]
+    assert (
+        rows[0][1]
+        == "coarse label 7 contradicts fine label 0 (fine0), whose superclass is 3 (coarse3)"
+    )
+    assert rows[1][1] == "fine label 150 outside 0..99"

@@ -162,7 +162,7 @@ def test_split_fractions_give_contiguous_seeded_splits(fixture):
         _source(split_fractions=[0.5, 0.2, 0.2]).plan(fixture.root)
 
 
-def _loose_copy(fixture, tmp_path, split: str):
+def _loose_copy(tmp_path, split: str):
     folder = tmp_path / f"only_{split}"
     folder.mkdir()
     loose = tmp_path / "loose_src"
@@ -174,7 +174,7 @@ def _loose_copy(fixture, tmp_path, split: str):
 
 
 def test_wrong_layouts_fail_before_the_pipeline(fixture, tmp_path, capsys):
-    digits = _loose_copy(fixture, tmp_path, "digits")
+    digits = _loose_copy(tmp_path, "digits")
     # A file of another split.
     with pytest.raises(LayoutError, match=r"split 'digits'; expected the files of split 'byclass'"):
         _source().plan(digits / "emnist-digits-train-images-idx3-ubyte.gz")
@@ -192,14 +192,14 @@ def test_wrong_layouts_fail_before_the_pipeline(fixture, tmp_path, capsys):
     ):
         _source(emnist_split="digits").plan(digits)
     # Label and image counts that differ.
-    mnist = _loose_copy(fixture, tmp_path, "mnist")
+    mnist = _loose_copy(tmp_path, "mnist")
     labels_path = mnist / "emnist-mnist-test-labels-idx1-ubyte.gz"
     labels = gzip.decompress(labels_path.read_bytes())[8:]
     labels_path.write_bytes(gzip.compress(struct.pack(">II", 2049, len(labels) - 1) + labels[:-1]))
     with pytest.raises(LayoutError, match="labels, but .* holds .* images; expected equal counts"):
         _source(emnist_split="mnist").plan(mnist)
     # A mapping of another split.
-    balanced = _loose_copy(fixture, tmp_path, "balanced")
+    balanced = _loose_copy(tmp_path, "balanced")
     shutil.copy(
         tmp_path / "loose_src" / "gzip" / "emnist-digits-mapping.txt",
         balanced / "emnist-balanced-mapping.txt",

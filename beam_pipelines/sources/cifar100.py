@@ -41,7 +41,11 @@ from beam_pipelines.sources.base import (
     Source,
     WorkUnit,
 )
-from beam_pipelines.sources.emnist import add_fraction_arguments, fraction_rule, fraction_splits
+from beam_pipelines.sources.fraction_split import (
+    add_fraction_arguments,
+    fraction_rule,
+    fraction_splits,
+)
 from episodes.dataset_spec import Split
 
 ROOT = "cifar-100-python"
@@ -148,6 +152,40 @@ def _labels(part_dict: dict[str, Any], key: str, where: str, rows: int) -> np.nd
     return labels
 
 
+def superclass_of_fine(parts: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, int]:
+    """Superclass of each fine label: the coarse label its valid rows carry most often (ties:
+    the smaller id). `parts` holds (fine labels, coarse labels) per pickle."""
+    votes: dict[int, Counter] = {}
+    for fine, coarse in parts:
+        ok = (fine >= 0) & (fine < NUM_FINE) & (coarse >= 0) & (coarse < NUM_COARSE)
+        for f, c in zip(fine[ok].tolist(), coarse[ok].tolist(), strict=True):
+            votes.setdefault(f, Counter())[c] += 1
+    return {f: min(v, key=lambda c: (-v[c], c)) for f, v in sorted(votes.items())}
+
+
+def rejected_rows(
+    fine: np.ndarray,
+    coarse: np.ndarray,
+    superclass: dict[int, int],
+    fine_names: list[str],
+    coarse_names: list[str],
+) -> list[tuple[int, str]]:
+    """(row, reason) of rows with an impossible fine label or a contradicting coarse label."""
+    rows = []
+    for row, (f, c) in enumerate(zip(fine.tolist(), coarse.tolist(), strict=True)):
+        if not 0 <= f < NUM_FINE:
+            rows.append((row, f"fine label {f} outside 0..{NUM_FINE - 1}"))
+        elif c != superclass[f]:
+            rows.append(
+                (
+                    row,
+                    f"coarse label {c} contradicts fine label {f} ({fine_names[f]}), "
+                    f"whose superclass is {superclass[f]} ({coarse_names[superclass[f]]})",
+                )
+            )
+    return rows
+
+
 class Cifar100Source(Source):
     name = "cifar100"
     layout = f"{ARCHIVE} or the extracted {ROOT}/ folder with train, test and meta pickles"
@@ -223,32 +261,16 @@ class Cifar100Source(Source):
             coarse = _labels(loaded, "coarse_labels", where(part), len(data))
             parts[part] = (fine, coarse)
             _remember((kind, _stamp(str(path)), part), loaded)
-        # Superclass of each fine class: the coarse label its (valid) rows carry most often.
-        votes: dict[int, Counter] = {c: Counter() for c in range(NUM_FINE)}
-        for fine, coarse in parts.values():
-            ok = (fine >= 0) & (fine < NUM_FINE) & (coarse >= 0) & (coarse < NUM_COARSE)
-            for f, c in zip(fine[ok].tolist(), coarse[ok].tolist()):
-                votes[f][c] += 1
-        empty = [fine_names[f] for f, v in votes.items() if not v]
+        superclass = superclass_of_fine(list(parts.values()))
+        empty = [fine_names[f] for f in range(NUM_FINE) if f not in superclass]
         if empty:
             raise LayoutError(f"{path}: fine classes without images: {empty[:5]}")
-        superclass = {f: min(v, key=lambda c: (-v[c], c)) for f, v in votes.items()}
         skipped, units = [], []
         for part, (fine, coarse) in parts.items():
             bad_rows = set()
-            for row in range(len(fine)):
-                f, c = int(fine[row]), int(coarse[row])
-                reason = None
-                if not 0 <= f < NUM_FINE:
-                    reason = f"fine label {f} outside 0..{NUM_FINE - 1}"
-                elif c != superclass[f]:
-                    reason = (
-                        f"coarse label {c} contradicts fine label {f} ({fine_names[f]}), "
-                        f"whose superclass is {superclass[f]} ({coarse_names[superclass[f]]})"
-                    )
-                if reason:
-                    bad_rows.add(row)
-                    skipped.append((f"{where(part)}[{row}]", reason))
+            for row, reason in rejected_rows(fine, coarse, superclass, fine_names, coarse_names):
+                bad_rows.add(row)
+                skipped.append((f"{where(part)}[{row}]", reason))
             for start in range(0, len(fine), rows_per_unit):
                 stop = min(start + rows_per_unit, len(fine))
                 skip = tuple(sorted(r for r in bad_rows if start <= r < stop))

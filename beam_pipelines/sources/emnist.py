@@ -50,7 +50,11 @@ from beam_pipelines.sources.base import (
     RawItem,
     Source,
     WorkUnit,
-    split_by_fractions,
+)
+from beam_pipelines.sources.fraction_split import (
+    add_fraction_arguments,
+    fraction_rule,
+    fraction_splits,
 )
 from episodes.dataset_spec import Split
 
@@ -376,44 +380,3 @@ class EmnistSource(Source):
 
 # Optional seeded class splits, shared by the EMNIST, LFW, CIFAR-100 and TFDS sources (none of
 # them fixes a class split of its own).
-def add_fraction_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--split_fractions TRAIN VALID TEST` and `--split_seed`: an optional seeded class split."""
-    parser.add_argument(
-        "--split_fractions",
-        "--split-fractions",
-        dest="split_fractions",
-        type=float,
-        nargs=3,
-        default=None,
-        metavar=("TRAIN", "VALID", "TEST"),
-        help="draw a seeded class split by these fractions (default: no split; "
-        "pass a split file when sampling)",
-    )
-    parser.add_argument(
-        "--split_seed",
-        "--split-seed",
-        dest="split_seed",
-        type=int,
-        default=0,
-        help="seed of --split_fractions (default 0)",
-    )
-
-
-def fraction_splits(names: list[str], options: argparse.Namespace) -> dict[str, Split | None]:
-    """Split of every class name: None for all unless `--split_fractions` was given."""
-    fractions = getattr(options, "split_fractions", None)
-    if not fractions:
-        return dict.fromkeys(names)
-    try:
-        return dict(
-            split_by_fractions(names, fractions, int(getattr(options, "split_seed", 0) or 0))
-        )
-    except ValueError as exc:
-        raise LayoutError(f"--split_fractions: {exc}") from None
-
-
-def fraction_rule(options: argparse.Namespace) -> str:
-    fractions = getattr(options, "split_fractions", None)
-    if not fractions:
-        return "none (classes have no fixed split; pass a split file)"
-    return f"seeded by fractions {list(fractions)}, seed {getattr(options, 'split_seed', 0) or 0}"

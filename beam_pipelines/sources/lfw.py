@@ -50,7 +50,11 @@ from beam_pipelines.sources.base import (
     Source,
     WorkUnit,
 )
-from beam_pipelines.sources.emnist import add_fraction_arguments, fraction_rule, fraction_splits
+from beam_pipelines.sources.fraction_split import (
+    add_fraction_arguments,
+    fraction_rule,
+    fraction_splits,
+)
 from episodes.dataset_spec import Split
 
 # variant -> (archive name, root folder inside it / extracted folder name)

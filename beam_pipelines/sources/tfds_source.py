@@ -35,7 +35,11 @@ from beam_pipelines.sources.base import (
     Source,
     WorkUnit,
 )
-from beam_pipelines.sources.emnist import add_fraction_arguments, fraction_rule, fraction_splits
+from beam_pipelines.sources.fraction_split import (
+    add_fraction_arguments,
+    fraction_rule,
+    fraction_splits,
+)
 from episodes.dataset_spec import Split
 from episodes.example_proto import ExampleDecodeError, decode_example
 from episodes.tfrecord_io import FOOTER_SIZE, HEADER_SIZE, masked_crc32c
