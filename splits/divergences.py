@@ -21,12 +21,43 @@ DIVERGENCES = ("symmetric_kl", "kl", "euclidean", "wasserstein2")
 DEFAULT_DAMPING = 1e-3
 
 
-def class_log_probs(embeddings: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
-    """log p_k(y_i) = log softmax_i(-||phi_i - mu_k||^2) for each centroid k: shape (K, N)."""
-    sq_norms = (embeddings * embeddings).sum(dim=1)  # (N,)
+class _ClassDot(torch.autograd.Function):
+    """centroids @ embeddings.T with both products in their fast memory layout.
+
+    Forward reads the (N, D) matrix, backward a (D, N) copy: on CPU this is about twice as
+    fast as autograd through `centroids @ embeddings.T` for N >> D (ATG on 21,000 classes).
+    """
+
+    @staticmethod
+    def forward(ctx, centroids, embeddings, embeddings_t):  # type: ignore[override]
+        ctx.save_for_backward(embeddings_t)
+        return (embeddings @ centroids.T).T
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        (embeddings_t,) = ctx.saved_tensors
+        return grad @ embeddings_t.T, None, None
+
+
+def class_log_probs(
+    embeddings: torch.Tensor,
+    centroids: torch.Tensor,
+    sq_norms: torch.Tensor | None = None,
+    embeddings_t: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """log p_k(y_i) = log softmax_i(-||phi_i - mu_k||^2) for each centroid k: shape (K, N).
+
+    Optional precomputed `sq_norms` (||phi_i||^2, shape (N,)) and `embeddings_t` (a contiguous
+    (D, N) copy of the embeddings) save passes over the data inside an optimisation loop.
+    """
+    if sq_norms is None:
+        sq_norms = (embeddings * embeddings).sum(dim=1)
     mu_norms = (centroids * centroids).sum(dim=1, keepdim=True)  # (K, 1)
-    neg_sq_dist = 2.0 * centroids @ embeddings.T - sq_norms[None, :] - mu_norms
-    return torch.log_softmax(neg_sq_dist, dim=1)
+    if embeddings_t is None:
+        dots = centroids @ embeddings.T
+    else:
+        dots = _ClassDot.apply(centroids, embeddings, embeddings_t)
+    return torch.log_softmax(2.0 * dots - sq_norms[None, :] - mu_norms, dim=1)
 
 
 def kl_divergence(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:

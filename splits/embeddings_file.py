@@ -54,7 +54,9 @@ class EmbeddingsFile:
         if emb.ndim != 2:
             raise EmbeddingsFileError(f"{where}: 'embeddings' must be 2-D (N x D), got {emb.shape}")
         if not np.issubdtype(emb.dtype, np.floating):
-            raise EmbeddingsFileError(f"{where}: 'embeddings' must be floating point, got {emb.dtype}")
+            raise EmbeddingsFileError(
+                f"{where}: 'embeddings' must be floating point, got {emb.dtype}"
+            )
         if emb.shape[0] != len(self.class_names):
             raise EmbeddingsFileError(
                 f"{where}: {len(self.class_names)} class names but {emb.shape[0]} embedding rows"

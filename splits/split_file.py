@@ -38,6 +38,7 @@ class SplitFile:
     test: list[str] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
     achieved_divergence: float | None = None
+    final_objective: float | None = None
     embedding_hash: str | None = None
     source: str | None = None
     class_indices: dict[str, list[int]] | None = None
@@ -65,7 +66,8 @@ class SplitFile:
         if self.class_indices is not None:
             if set(self.class_indices) != set(SPLITS):
                 raise SplitFileError(
-                    f"{where}: class_indices must have keys {SPLITS}, got {sorted(self.class_indices)}"
+                    f"{where}: class_indices must have keys {SPLITS}, "
+                    f"got {sorted(self.class_indices)}"
                 )
             for name, values in self.class_indices.items():
                 if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
@@ -148,8 +150,11 @@ class SplitFile:
         return {k: v for k, v in data.items() if v is not None}
 
     def to_json(self) -> str:
-        """Deterministic JSON text (same object, same bytes), ending with a newline."""
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        """Deterministic JSON text (same object, same bytes), ending with a newline.
+
+        Objects are indented one key per line; lists of plain values stay on one line.
+        """
+        return _dump(self.to_dict(), 0) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], origin: str = "<dict>") -> SplitFile:
@@ -208,3 +213,15 @@ def _check_disjoint(lists: dict[str, Sequence[Any]], where: str) -> None:
             if v in seen:
                 raise SplitFileError(f"{where}: class {v!r} is in both {seen[v]!r} and {name!r}")
             seen[v] = name
+
+
+def _dump(value: Any, level: int) -> str:
+    if isinstance(value, dict) and value:
+        pad = "  " * (level + 1)
+        items = [f"{pad}{json.dumps(str(k))}: {_dump(v, level + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        pad = "  " * (level + 1)
+        items = [pad + _dump(v, level + 1) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + "  " * level + "]"
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,376 @@
+"""Analyses of splits and class embeddings (ATG paper §5.2-5.3, App. A.2-A.3).
+
+Subcommands of `python -m splits.analyze`:
+- `pca`: 2-D PCA of the class embeddings coloured by split, with both ATG centroids (Fig. 3).
+- `correlation`: Pearson correlation between each task's divergence from the train
+  distribution and the task accuracies (Table 2; Gaussians with damping 0.001, App. A.2).
+- `hop`: average hop-distance difference between a Ward clustering tree of the embeddings and a
+  hierarchy such as the WordNet DAG (Table 3, §5.3).
+- `summary`: split sizes, recorded divergence and distances between the splits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from splits.atg import normalise_rows
+from splits.divergences import (
+    DEFAULT_DAMPING,
+    DIVERGENCES,
+    atg_divergence,
+    class_log_probs,
+    gaussian_divergence,
+    symmetric_kl,
+    weighted_gaussian,
+)
+from splits.embeddings_file import EmbeddingsFile
+from splits.split_file import SPLITS, SplitFile
+
+SPLIT_COLOURS = {"train": "tab:blue", "valid": "tab:green", "test": "tab:red"}
+
+
+# ----------------------------------------------------------------------------- PCA picture
+def split_labels(split: SplitFile, class_names: Sequence[str]) -> list[str]:
+    """For each class name, the split it belongs to ('' when the split file omits it)."""
+    where = {name: s for s in SPLITS for name in split.classes(s)}
+    return [where.get(name, "") for name in class_names]
+
+
+def pca_projection(
+    unit_embeddings: np.ndarray, extra_points: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """2-D PCA (scikit-learn defaults, n_components=2; App. A.2) of the embeddings, and of
+    `extra_points` (e.g. the centroids) in the same projection."""
+    from sklearn.decomposition import PCA
+
+    pca = PCA(n_components=2).fit(unit_embeddings)
+    projected = pca.transform(unit_embeddings)
+    extra = pca.transform(extra_points) if extra_points is not None else None
+    return projected, extra
+
+
+def plot_pca(
+    embeddings: EmbeddingsFile, splits: Sequence[SplitFile], output: str | Path
+) -> Path:
+    """PNG with one panel per split file: classes coloured by split, centroids as stars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    unit = normalise_rows(embeddings.embeddings)
+    fig, axes = plt.subplots(1, len(splits), figsize=(4.2 * len(splits), 4.2), squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        centroids = None
+        if split.centroids:
+            centroids = np.array([split.centroids["train"], split.centroids["test"]])
+            if centroids.shape[1] != unit.shape[1]:
+                raise ValueError(f"split for {split.dataset!r} has {centroids.shape[1]}-D "
+                                 f"centroids but the embeddings are {unit.shape[1]}-D")
+        points, cpoints = pca_projection(unit, centroids)
+        labels = np.array(split_labels(split, embeddings.class_names))
+        for name in SPLITS:
+            mask = labels == name
+            ax.scatter(points[mask, 0], points[mask, 1], s=10, c=SPLIT_COLOURS[name],
+                       label=f"{name} ({int(mask.sum())})", alpha=0.7)
+        title = f"{split.dataset} ({split.method})"
+        if cpoints is not None:
+            for k, name in enumerate(("train", "test")):
+                ax.scatter(cpoints[k, 0], cpoints[k, 1], marker="*", s=300,
+                           c=SPLIT_COLOURS[name], edgecolors="black",
+                           label=f"mu_{name}")
+            gap = float(np.linalg.norm(centroids[0] - centroids[1]))
+            title += f"\nR={split.parameters.get('R')}, ||mu_train-mu_test||={gap:.3f}"
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7, loc="best")
+        ax.set_xlabel("PC 1")
+        ax.set_ylabel("PC 2")
+    fig.tight_layout()
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=120)
+    plt.close(fig)
+    return output
+
+
+# ----------------------------------------------------------------------------- Table 2
+def task_divergence(
+    train_embeddings: np.ndarray,
+    task_embeddings: np.ndarray,
+    divergence: str,
+    family: str = "gaussian",
+    damping: float = DEFAULT_DAMPING,
+) -> float:
+    """D(train || task) between the train classes and one task's classes (§5.2, Table 2).
+
+    gaussian: Gaussians fitted to each set of class embeddings, covariance + damping * I
+    (App. A.2).  multinomial: ATG's centroid multinomials over the union of the classes, with
+    the train centroid the mean train embedding and the task centroid the task's mean.
+    """
+    tr = torch.from_numpy(np.asarray(train_embeddings, dtype=np.float64))
+    ta = torch.from_numpy(np.asarray(task_embeddings, dtype=np.float64))
+    if family == "gaussian":
+        m0, c0 = weighted_gaussian(tr, None, damping)
+        m1, c1 = weighted_gaussian(ta, None, damping)
+        return float(gaussian_divergence(divergence, m0, c0, m1, c1))
+    if family == "multinomial":
+        union = torch.cat([tr, ta])
+        centroids = torch.stack([tr.mean(dim=0), ta.mean(dim=0)])
+        log_probs = class_log_probs(union, centroids)
+        return float(atg_divergence(divergence, union, centroids, log_probs, damping))
+    raise ValueError(f"unknown family {family!r}; expected 'gaussian' or 'multinomial'")
+
+
+def divergence_accuracy_correlation(
+    train_embeddings: np.ndarray,
+    tasks: Sequence[np.ndarray],
+    accuracies: Sequence[float],
+    divergences: Sequence[str] = DIVERGENCES,
+    family: str = "gaussian",
+    damping: float = DEFAULT_DAMPING,
+) -> dict[str, dict[str, object]]:
+    """Pearson r between each task's divergence and its accuracy, per divergence (Table 2)."""
+    acc = np.asarray(accuracies, dtype=np.float64)
+    if len(tasks) != acc.size:
+        raise ValueError(f"{len(tasks)} tasks but {acc.size} accuracies")
+    if acc.size < 3:
+        raise ValueError(f"need at least 3 tasks for a correlation, got {acc.size}")
+    if not np.isfinite(acc).all():
+        raise ValueError("accuracies contain NaN or infinite values")
+    out: dict[str, dict[str, object]] = {}
+    for name in divergences:
+        values = np.array([task_divergence(train_embeddings, t, name, family, damping)
+                           for t in tasks])
+        if np.std(values) == 0 or np.std(acc) == 0:
+            r = float("nan")
+        else:
+            r = float(np.corrcoef(values, acc)[0, 1])
+        out[name] = {"pearson_r": r, "divergences": values.tolist()}
+    return out
+
+
+# ----------------------------------------------------------------------------- Table 3
+def ward_tree_parents(
+    unit_embeddings: np.ndarray, leaf_names: Sequence[str]
+) -> dict[str, list[str]]:
+    """Parent map of the Ward agglomerative clustering tree (scikit-learn, linkage='ward')."""
+    from sklearn.cluster import AgglomerativeClustering
+
+    n = len(leaf_names)
+    if n < 2:
+        raise ValueError("a clustering tree needs at least 2 classes")
+    model = AgglomerativeClustering(n_clusters=1, linkage="ward", compute_full_tree=True)
+    model.fit(unit_embeddings)
+    names = list(leaf_names) + [f"ward:{n + i}" for i in range(n - 1)]
+    parents: dict[str, list[str]] = {name: [] for name in names}
+    for i, (a, b) in enumerate(model.children_):
+        parents[names[a]].append(names[n + i])
+        parents[names[b]].append(names[n + i])
+    return parents
+
+
+def leaf_hop_distances(parents: Mapping[str, Sequence[str]], leaves: Sequence[str]) -> np.ndarray:
+    """Shortest-path hop counts between leaves in the undirected graph of a parent map."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    nodes = list(dict.fromkeys([*parents, *(p for ps in parents.values() for p in ps)]))
+    index = {node: i for i, node in enumerate(nodes)}
+    missing = [leaf for leaf in leaves if leaf not in index]
+    if missing:
+        raise ValueError(f"{len(missing)} classes are not nodes of the hierarchy, e.g. "
+                         f"{missing[:5]}")
+    rows = [index[c] for c, ps in parents.items() for _ in ps]
+    cols = [index[p] for ps in parents.values() for p in ps]
+    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(nodes), len(nodes)))
+    leaf_idx = [index[leaf] for leaf in leaves]
+    dist = shortest_path(graph.tocsr(), directed=False, unweighted=True, indices=leaf_idx)
+    return dist[:, leaf_idx]
+
+
+def hop_distance(
+    parents_a: Mapping[str, Sequence[str]],
+    parents_b: Mapping[str, Sequence[str]],
+    leaves: Sequence[str],
+) -> float:
+    """Mean over class pairs of |d_a(x, y) - d_b(x, y)|, d = hops between x and y (§5.3).
+
+    The paper counts the nodes separating two classes (hops - 1); the offset cancels in the
+    difference.  A pair connected in one graph but not the other raises ValueError.
+    """
+    if len(leaves) < 2:
+        raise ValueError("hop distance needs at least 2 classes")
+    da = leaf_hop_distances(parents_a, leaves)
+    db = leaf_hop_distances(parents_b, leaves)
+    upper = np.triu_indices(len(leaves), k=1)
+    a, b = da[upper], db[upper]
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("some classes are not connected in one of the hierarchies")
+    return float(np.mean(np.abs(a - b)))
+
+
+# ----------------------------------------------------------------------------- summary
+def split_summary(split: SplitFile, embeddings: EmbeddingsFile | None = None) -> dict[str, object]:
+    """Sizes, recorded parameters and, with embeddings, distances between the splits."""
+    out: dict[str, object] = {
+        "dataset": split.dataset,
+        "method": split.method,
+        "sizes": split.sizes(),
+        "R": split.parameters.get("R"),
+        "divergence": split.parameters.get("divergence"),
+        "achieved_divergence": split.achieved_divergence,
+    }
+    if embeddings is None:
+        return out
+    if split.embedding_hash and split.embedding_hash != embeddings.content_hash():
+        out["warning"] = "embeddings differ from the ones the split was computed from"
+    unit = normalise_rows(embeddings.embeddings)
+    pos = {name: i for i, name in enumerate(embeddings.class_names)}
+    missing = [n for s in SPLITS for n in split.classes(s) if n not in pos]
+    if missing:
+        raise ValueError(f"{len(missing)} split classes have no embedding, e.g. {missing[:5]}")
+    groups = {s: unit[[pos[n] for n in split.classes(s)]] for s in SPLITS if split.classes(s)}
+    emb = torch.from_numpy(unit)
+    pairs: dict[str, dict[str, float]] = {}
+    names = list(groups)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            xa, xb = groups[a], groups[b]
+            cross = np.sqrt(np.maximum(
+                (xa * xa).sum(1)[:, None] + (xb * xb).sum(1)[None, :] - 2 * xa @ xb.T, 0.0))
+            ma, mb = xa.mean(axis=0), xb.mean(axis=0)
+            log_probs = class_log_probs(emb, torch.from_numpy(np.stack([ma, mb])))
+            pairs[f"{a}-{b}"] = {
+                "mean_class_distance": float(cross.mean()),
+                "distance_between_means": float(np.linalg.norm(ma - mb)),
+                "symmetric_kl_of_mean_centroids": float(symmetric_kl(log_probs[0],
+                                                                     log_probs[1])),
+            }
+    out["between_splits"] = pairs
+    return out
+
+
+# ----------------------------------------------------------------------------- CLI
+def _read_accuracies(path: str) -> list[float]:
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"accuracy file {p} does not exist")
+    text = p.read_text(encoding="utf-8")
+    try:
+        values = json.loads(text) if p.suffix == ".json" else [
+            float(x) for x in text.split()]
+    except ValueError as err:
+        raise ValueError(f"{p}: cannot read accuracies ({err})") from None
+    if not isinstance(values, list):
+        raise ValueError(f"{p}: expected a list of accuracies")
+    return [float(v) for v in values]
+
+
+def _read_tasks(path: str, names: Sequence[str]) -> list[list[int]]:
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"task file {p} does not exist")
+    tasks = json.loads(p.read_text(encoding="utf-8"))
+    if not isinstance(tasks, list) or not all(isinstance(t, list) and t for t in tasks):
+        raise ValueError(f"{p}: expected a JSON list of tasks, each a list of class names")
+    pos = {n: i for i, n in enumerate(names)}
+    out = []
+    for k, task in enumerate(tasks):
+        unknown = [c for c in task if c not in pos]
+        if unknown:
+            raise ValueError(f"{p}: task {k} names classes without embeddings: {unknown[:5]}")
+        out.append([pos[c] for c in task])
+    return out
+
+
+def _read_hierarchy(path: str) -> tuple[dict[str, list[str]], list[str] | None]:
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"hierarchy file {p} does not exist")
+    data = json.loads(p.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: expected a parent map {{node: [parents]}}")
+    if "parents" in data:
+        return data["parents"], data.get("leaves")
+    return data, None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m splits.analyze",
+                                     description="Analyses of class splits and embeddings.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    pca = sub.add_parser("pca", help="PCA picture of a split (ATG Fig. 3)")
+    pca.add_argument("--embeddings", required=True)
+    pca.add_argument("--split", nargs="+", required=True, help="split file(s), one panel each")
+    pca.add_argument("--output", required=True, help="PNG path")
+    cor = sub.add_parser("correlation", help="divergence vs accuracy (ATG Table 2)")
+    cor.add_argument("--train-embeddings", required=True)
+    cor.add_argument("--task-embeddings", help="embeddings of the task classes (default: train)")
+    cor.add_argument("--tasks", required=True, help="JSON list of tasks (lists of class names)")
+    cor.add_argument("--accuracies", required=True, help="JSON list or one number per line")
+    cor.add_argument("--family", default="gaussian", choices=["gaussian", "multinomial"])
+    cor.add_argument("--damping", type=float, default=DEFAULT_DAMPING)
+    cor.add_argument("--no-normalise", action="store_true",
+                     help="use raw instead of unit-normalised embeddings")
+    hop = sub.add_parser("hop", help="hop distance to a hierarchy (ATG Table 3)")
+    hop.add_argument("--embeddings", required=True)
+    target = hop.add_mutually_exclusive_group(required=True)
+    target.add_argument("--parents", help='hierarchy JSON {node: [parents]} (e.g. WordNet DAG)')
+    target.add_argument("--other-embeddings", help="compare with another embedding's Ward tree")
+    summ = sub.add_parser("summary", help="sizes and distances of a split")
+    summ.add_argument("--split", required=True)
+    summ.add_argument("--embeddings")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "pca":
+            emb = EmbeddingsFile.load(args.embeddings)
+            splits = [SplitFile.load(p) for p in args.split]
+            print(plot_pca(emb, splits, args.output))
+        elif args.command == "correlation":
+            train = EmbeddingsFile.load(args.train_embeddings)
+            task_file = EmbeddingsFile.load(args.task_embeddings) if args.task_embeddings \
+                else train
+            accuracies = _read_accuracies(args.accuracies)
+            tasks = _read_tasks(args.tasks, task_file.class_names)
+
+            def prep(x: np.ndarray) -> np.ndarray:
+                return np.asarray(x, np.float64) if args.no_normalise else normalise_rows(x)
+
+            tr = prep(train.embeddings)
+            te = prep(task_file.embeddings)
+            result = divergence_accuracy_correlation(
+                tr, [te[t] for t in tasks], accuracies, family=args.family,
+                damping=args.damping)
+            for name, row in result.items():
+                print(f"{name:>14}: pearson r = {row['pearson_r']:+.3f}")
+        elif args.command == "hop":
+            emb = EmbeddingsFile.load(args.embeddings)
+            tree = ward_tree_parents(normalise_rows(emb.embeddings), emb.class_names)
+            if args.parents:
+                other, leaves = _read_hierarchy(args.parents)
+                if leaves is not None and sorted(leaves) != sorted(emb.class_names):
+                    raise ValueError("the hierarchy's leaves are not the embedding classes")
+            else:
+                emb_b = EmbeddingsFile.load(args.other_embeddings)
+                emb_b.check_class_names(emb.class_names)
+                other = ward_tree_parents(normalise_rows(emb_b.embeddings), emb_b.class_names)
+            print(f"hop distance: {hop_distance(tree, other, emb.class_names):.4f}")
+        else:
+            split = SplitFile.load(args.split)
+            emb = EmbeddingsFile.load(args.embeddings) if args.embeddings else None
+            print(json.dumps(split_summary(split, emb), indent=2))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Published split files shipped in `splits/published/` and a loader that names their classes.
+
+Names are '<group>/<file stem>', e.g. 'atg/lfw10_D0.96', 'meta_dataset/ilsvrc_2012',
+'fc100/cifar100'.  `python -m splits.published list` lists them; `show NAME` prints sizes and
+source; `--class-names FILE` resolves printed indices to names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from splits.index_conventions import convention_class_names
+from splits.split_file import SplitFile, SplitFileError
+
+PUBLISHED_DIR = Path(__file__).resolve().parent / "published"
+
+
+def list_published() -> list[str]:
+    """All shipped split names, sorted."""
+    return sorted(
+        p.relative_to(PUBLISHED_DIR).with_suffix("").as_posix()
+        for p in PUBLISHED_DIR.rglob("*.json")
+    )
+
+
+def load_published(name: str, class_names: Sequence[str] | None = None) -> SplitFile:
+    """Load a shipped split; index-only tables get names from `class_names` or their convention.
+
+    Without `class_names`, tables whose convention has no offline name list (LFW10, mini- and
+    tiered-ImageNet) are returned with indices only.
+    """
+    path = PUBLISHED_DIR / f"{name}.json"
+    if not path.is_file():
+        known = ", ".join(list_published()[:8])
+        raise SplitFileError(f"no published split {name!r} (e.g. {known}, ...)")
+    split = SplitFile.load(path)
+    if split.class_indices is None or split.has_names():
+        return split
+    names = list(class_names) if class_names is not None else None
+    if names is None and split.index_convention:
+        names = convention_class_names(split.index_convention)
+    return split.with_class_names(names) if names is not None else split
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m splits.published",
+                                     description="List or show the shipped split files.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list")
+    show = sub.add_parser("show")
+    show.add_argument("name")
+    show.add_argument("--class-names", help="class list in the table's index order")
+    show.add_argument("--output", help="write the (named) split file here")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        print("\n".join(list_published()))
+        return 0
+    try:
+        names = None
+        if args.class_names:
+            from splits.class_names import read_class_names
+
+            names = read_class_names(args.class_names)
+        split = load_published(args.name, names)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    sizes = split.sizes()
+    print(f"{args.name}: {split.dataset} {split.method} "
+          f"{sizes['train']}/{sizes['valid']}/{sizes['test']}")
+    if split.source:
+        print(f"source: {split.source}")
+    if split.index_convention:
+        print(f"index convention: {split.index_convention}; named: {split.has_names()}")
+    if args.output:
+        split.save(args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
