@@ -23,6 +23,8 @@ setup(
         "tensorflow-datasets>=4.9",
         "numpy>=1.26",
         "scikit-learn>=1.4",
+        "scipy>=1.11",
+        "fonttools>=4.40",
         "protobuf>=4.25",
         "pillow>=10",
         "matplotlib>=3.8",

@@ -25,9 +25,9 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 import unicodedata
+import uuid
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -48,6 +48,8 @@ EVALUATION = "images_evaluation"
 OMNIGLOT_DRAWERS = 20
 OMNIGLOT_SIZE = 105
 MAX_ALPHABET_SIZE = 55  # the largest Omniglot alphabet (Tifinagh) has 55 characters
+MIN_ALPHABET_SIZE = 14  # the smallest Omniglot alphabets (Blackfoot, Ojibwe) have 14
+FAMILIES: tuple[str, ...] = ("sans", "serif", "mono", "stix")  # font families of the pool
 BACKGROUND_SHARE = 0.6  # Omniglot: 30 of 50 alphabets are background alphabets
 
 # Glyph selection (done once, on small renders in the primary font).
@@ -91,7 +93,7 @@ class AlphabetPlan:
     name: str
     split: str  # BACKGROUND or EVALUATION
     codepoints: tuple[int, ...]
-    families: tuple[str, ...] = ("sans", "serif", "mono", "stix")  # fonts drawers may use
+    families: tuple[str, ...] = FAMILIES  # font families its drawers may use
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,6 @@ FONT_POOL: tuple[FontFace, ...] = (
     FontFace("DejaVuSansMono-Bold.ttf", "mono", True),
     FontFace("STIXGeneralBol.ttf", "stix", True),
 )
-FAMILIES: tuple[str, ...] = ("sans", "serif", "mono", "stix")
 
 
 def font_directory() -> Path:
@@ -376,7 +377,6 @@ SCRIPT_GROUPS: tuple[ScriptGroup, ...] = (
 
 
 _LETTER_VARIANT_WORDS = (" WITH ", "MODIFIER", "LIGATURE", "SUBSCRIPT", "SUPERSCRIPT")
-MIN_ALPHABET_SIZE = 14  # the smallest Omniglot alphabets (Blackfoot, Ojibwe) have 14
 
 
 def _is_candidate(codepoint: int, letters_only: bool) -> bool:
@@ -512,10 +512,11 @@ def alphabet_catalogue() -> tuple[CatalogueEntry, ...]:
 def _split_of(position: int, total: int) -> str:
     """Spread background alphabets evenly over the priority order (3 of every 5 by default)."""
     n_background = min(total - 1, max(1, round(BACKGROUND_SHARE * total)))
-    is_background = math.ceil((position + 1) * n_background / total) > math.ceil(
-        position * n_background / total
-    )
-    return BACKGROUND if is_background else EVALUATION
+
+    def ceil_share(k: int) -> int:  # ceil(k * n_background / total) in integers
+        return -(-k * n_background // total)
+
+    return BACKGROUND if ceil_share(position + 1) > ceil_share(position) else EVALUATION
 
 
 def _check_values(config: GlyphDatasetConfig) -> None:
@@ -748,7 +749,7 @@ def draw_character(task: _CharacterTask) -> list[bytes]:
 # Output: folders or zip archives, written to a temporary folder and renamed into place
 
 
-def _image_paths(plans: Sequence[AlphabetPlan], examples: int) -> Iterator[tuple[str, int]]:
+def _image_paths(plans: Sequence[AlphabetPlan]) -> Iterator[tuple[str, int]]:
     """(relative folder of a character, global 1-based character index), in output order."""
     index = 0
     for plan in plans:
@@ -938,11 +939,15 @@ def _check_output(
     )
 
 
+def _sibling(output_dir: Path, tag: str) -> Path:
+    """An unused hidden path next to `output_dir` (same file system, so renames are atomic)."""
+    return output_dir.parent / f".{output_dir.name}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
 def _move_into_place(staging: Path, output_dir: Path) -> None:
     """Replace `output_dir` by `staging` with renames, so readers never see a partial dataset."""
     if output_dir.exists():
-        retired = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.old-", dir=output_dir.parent))
-        retired.rmdir()
+        retired = _sibling(output_dir, "old")
         output_dir.rename(retired)
         staging.rename(output_dir)
         shutil.rmtree(retired, ignore_errors=True)
@@ -966,8 +971,11 @@ def _drawn_characters(tasks: list[_CharacterTask], workers: int) -> Iterator[lis
         yield from map(draw_character, tasks)
         return
     chunk = max(1, min(16, len(tasks) // (workers * 8)))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    try:
         yield from pool.map(draw_character, tasks, chunksize=chunk)
+    finally:  # on an error or Ctrl-C, drop the queued characters instead of drawing them
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def generate(
@@ -981,8 +989,9 @@ def generate(
     """Write the glyph dataset in Omniglot's layout to `output_dir` and describe it.
 
     Skips the work when `output_dir` already holds this exact dataset (same parameters,
-    generator version and environment) unless `overwrite`. Raises GlyphDatasetError on bad
-    parameters or an occupied output folder, before any drawing.
+    generator version and environment) unless `overwrite`; regenerates our own output with
+    the same parameters when it is stale (other versions) or incomplete. Raises
+    GlyphDatasetError on bad parameters or an occupied output folder, before any drawing.
     """
     from tqdm import tqdm
 
@@ -1003,10 +1012,11 @@ def generate(
     ]
     workers = _default_workers(len(tasks)) if workers is None else max(1, workers)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.parent))
+    staging = _sibling(output_dir, "tmp")
+    staging.mkdir()  # unlike mkdtemp, honours the umask: the result is not private
     try:
         writer = _ZipWriter(staging) if config.as_zip else _FolderWriter(staging)
-        folders = _image_paths(plans, config.examples)
+        folders = _image_paths(plans)
         with tqdm(
             total=len(tasks) * config.examples,
             unit="img",
