@@ -46,16 +46,25 @@ def make_runner(args: argparse.Namespace, beam_args: list[str]) -> RunnerChoice:
         raise ValueError(f"--direct_num_workers must be >= 1, got {args.direct_num_workers}")
     name = str(args.runner)
     if name.lower() in LOCAL_RUNNER_NAMES:
-        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+        from apache_beam.portability.api import beam_provision_api_pb2
+        from apache_beam.runners.portability.fn_api_runner import fn_runner
+        from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
         workers = args.direct_num_workers
         mode = "multi_processing" if workers > 1 else "in_memory"
         options = PipelineOptions(
             list(beam_args)
             + [f"--direct_num_workers={workers}", f"--direct_running_mode={mode}"]
+            + ([] if any(a.startswith("--default_sdk_harness_log_level") for a in beam_args)
+               else ["--default_sdk_harness_log_level=WARNING"])
+        )
+        # As Beam's DirectRunner does: hand the options to the worker processes too.
+        encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+        provision = fn_runner.ExtendedProvisionInfo(
+            beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
         )
         return RunnerChoice(
-            FnApiRunner(), options, True, f"DirectRunner (FnApiRunner, {mode}, {workers} worker(s))"
+            fn_runner.FnApiRunner(provision_info=provision), options, True, f"DirectRunner (FnApiRunner, {mode}, {workers} worker(s))"
         )
     options = PipelineOptions(list(beam_args) + [f"--runner={name}"])
     return RunnerChoice(name, options, False, name)
