@@ -14,8 +14,13 @@ import torch.nn.functional as F
 from torch import nn
 
 BACKBONES = ("cnn4", "resnet12", "resnet18", "wrn28_10")
-_ALIASES = {"conv4": "cnn4", "resnet-12": "resnet12", "resnet-18": "resnet18",
-            "wrn-28-10": "wrn28_10", "wrn": "wrn28_10"}
+_ALIASES = {
+    "conv4": "cnn4",
+    "resnet-12": "resnet12",
+    "resnet-18": "resnet18",
+    "wrn-28-10": "wrn28_10",
+    "wrn": "wrn28_10",
+}
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ class CNN4(Backbone):
                 nn.Conv2d(in_channels, channels, 3, padding=1),
                 _batch_norm(channels, config.track_running_stats),
                 nn.ReLU(),
-                nn.MaxPool2d(2, ceil_mode=True),
+                nn.MaxPool2d(2),
             ]
             in_channels = channels
         self.blocks = nn.Sequential(*layers)
@@ -119,7 +124,8 @@ class DropBlock(nn.Module):
         seeds = torch.bernoulli(
             torch.full(
                 (maps.shape[0], maps.shape[1], height - block + 1, width - block + 1),
-                gamma, device=maps.device,
+                gamma,
+                device=maps.device,
             )
         )
         pad = block - 1
@@ -141,7 +147,7 @@ class ResNet12Block(nn.Module):
         self.shortcut = nn.Sequential(
             nn.Conv2d(in_ch, out_ch, 1, bias=False), _batch_norm(out_ch, track)
         )
-        self.pool = nn.MaxPool2d(2, ceil_mode=True)
+        self.pool = nn.MaxPool2d(2)
         self.dropblock = dropblock
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -212,7 +218,10 @@ class ResNet18(Backbone):
         in_ch = widths[0]
         for index, out_ch in enumerate(widths):
             stride = 1 if index == 0 else 2
-            stages += [BasicBlock(in_ch, out_ch, stride, track), BasicBlock(out_ch, out_ch, 1, track)]
+            stages += [
+                BasicBlock(in_ch, out_ch, stride, track),
+                BasicBlock(out_ch, out_ch, 1, track),
+            ]
             in_ch = out_ch
         self.stages = nn.Sequential(*stages)
         self._set_out_dim(config.image_size)
@@ -269,8 +278,8 @@ class WideResNet(Backbone):
 def build_backbone(config: BackboneConfig) -> Backbone:
     """Construct the backbone named in `config` (see BACKBONES)."""
     name = canonical_backbone_name(config.name)
-    if config.image_size < 8:
-        raise ValueError(f"image_size must be >= 8 pixels, got {config.image_size}")
+    if config.image_size < 16:
+        raise ValueError(f"image_size must be >= 16 pixels, got {config.image_size}")
     if name == "cnn4":
         return CNN4(config)
     if name == "resnet12":

@@ -14,7 +14,9 @@ def resolve_device(name: str = "auto") -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError as error:
-        raise ValueError(f"--device {name!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'") from error
+        raise ValueError(
+            f"--device {name!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'"
+        ) from error
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {name!r}: CUDA is not available on this machine")
     return device

@@ -123,8 +123,10 @@ def episode_to_tensors(
             f"images and labels differ in length: support {len(support_images)} vs "
             f"{len(support_labels)}, query {len(query_images)} vs {len(query_labels)}"
         )
-    source = episode.get("source", "") if isinstance(episode, Mapping) else getattr(
-        episode, "source", ""
+    source = (
+        episode.get("source", "")
+        if isinstance(episode, Mapping)
+        else getattr(episode, "source", "")
     )
     return EpisodeTensors(
         support_images=images_to_tensor(support_images, device, normalization, image_size),

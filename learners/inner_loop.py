@@ -27,9 +27,15 @@ def sgd_adapt(
         raise ValueError(f"inner steps and learning rate must be >= 0, got {steps}, {lr}")
     names = list(params)
     for _ in range(steps):
-        loss = loss_fn(params)
+        if first_order:
+            # Gradients at detached copies: constants for the outer loop, and the graph that
+            # produced the current tensors (e.g. a prototype initialisation) stays intact.
+            probe = {name: params[name].detach().requires_grad_() for name in names}
+        else:
+            probe = params
+        loss = loss_fn(probe)
         grads = torch.autograd.grad(
-            loss, [params[n] for n in names], create_graph=not first_order, allow_unused=True
+            loss, [probe[n] for n in names], create_graph=not first_order, allow_unused=True
         )
         params = {
             name: params[name] if grad is None else params[name] - lr * grad

@@ -34,7 +34,7 @@ class LearnerConfig:
     weight_decay: float = 0.0
     # MAML family (Meta-Dataset sec. 2): inner-loop SGD on the support set.
     inner_steps: int = 5
-    inner_lr: float = 0.1
+    inner_lr: float | None = None  # None: 0.1 (MAML, fo-MAML, ANIL), 0.01 (Proto-MAML)
     eval_inner_steps: int | None = None
     # Matching Networks: softmax temperature on cosine attention (1.0 is the paper's form).
     matching_scale: float = 1.0

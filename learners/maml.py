@@ -34,6 +34,7 @@ class MamlVariant:
     head_init: str  # "zeros" or "prototypes"
 
 
+# Meta-Dataset appendix .11: fo-MAML prefers inner lr ~0.1, fo-Proto-MAML a much smaller one.
 MAML_VARIANTS = {
     "maml": MamlVariant(first_order=False, adapt_backbone=True, head_init="zeros"),
     "fomaml": MamlVariant(first_order=True, adapt_backbone=True, head_init="zeros"),
@@ -48,6 +49,8 @@ class MAML(Learner):
         super().__init__(config)
         self.variant = variant
         self.backbone = self.build_backbone(track_running_stats=False)
+        default_lr = 0.01 if variant.head_init == "prototypes" else 0.1
+        self.inner_lr = config.inner_lr if config.inner_lr is not None else default_lr
         self.finish_init()
 
     def _features(self, params: Params, images: torch.Tensor) -> torch.Tensor:
@@ -86,7 +89,7 @@ class MAML(Learner):
             def support_loss(p: Params) -> torch.Tensor:
                 return F.cross_entropy(self._logits(p, ep.support_images), ep.support_labels)
 
-        return {**fixed, **sgd_adapt(support_loss, fast, steps, self.config.inner_lr, first_order)}
+        return {**fixed, **sgd_adapt(support_loss, fast, steps, self.inner_lr, first_order)}
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
         if self.training:

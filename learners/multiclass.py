@@ -110,7 +110,11 @@ class MulticlassLearner(Learner):
         support, query = embed_episode(self.backbone, ep)
         if inference == "knn":
             return knn_logits(
-                query, support, ep.support_labels, ep.ways, self.config.knn_k,
+                query,
+                support,
+                ep.support_labels,
+                ep.ways,
+                self.config.knn_k,
                 self.config.knn_metric,
             )
         return prototype_logits(query, class_prototypes(support, ep.support_labels, ep.ways))

@@ -25,9 +25,14 @@ METHODS = (*EPISODIC_METHODS, *MULTICLASS_ALIASES)
 
 def canonical_method(name: str) -> str:
     key = name.lower().replace("-", "_")
-    key = {"matchingnet": "matching", "relationnet": "relation", "fo_maml": "fomaml",
-           "proto_maml": "protomaml", "fo_protomaml": "foprotomaml",
-           "transductive_finetune": "transductive"}.get(key, key)
+    key = {
+        "matchingnet": "matching",
+        "relationnet": "relation",
+        "fo_maml": "fomaml",
+        "proto_maml": "protomaml",
+        "fo_protomaml": "foprotomaml",
+        "transductive_finetune": "transductive",
+    }.get(key, key)
     if key not in METHODS:
         raise ValueError(f"unknown method {name!r}; expected one of {METHODS}")
     return key

@@ -21,7 +21,7 @@ class BlobDatasetConfig:
     train_classes: int = 32
     valid_classes: int = 8
     test_classes: int = 8
-    noise: float = 0.2
+    noise: float = 0.8
     jitter: int = 3
     dataset_seed: int = 0
 
@@ -55,7 +55,9 @@ class BlobDataset:
         for blob in range(2):
             cy = self.centres[class_id, blob, 0] + shifts[:, 0]
             cx = self.centres[class_id, blob, 1] + shifts[:, 1]
-            dist = (self._yy[None] - cy[:, None, None]) ** 2 + (self._xx[None] - cx[:, None, None]) ** 2
+            dist = (self._yy[None] - cy[:, None, None]) ** 2 + (
+                self._xx[None] - cx[:, None, None]
+            ) ** 2
             bump = np.exp(-dist / (2 * self.widths[class_id, blob] ** 2))
             images += bump[..., None] * self.colours[class_id, blob][None, None, None, :]
         images += rng.normal(0.0, self.config.noise, size=images.shape)
@@ -122,7 +124,9 @@ class SyntheticEpisodeSource:
         cfg = self.config
         ways = cfg.ways or int(rng.integers(5, min(cfg.max_ways, len(self.classes)) + 1))
         if ways > len(self.classes):
-            raise ValueError(f"{ways} ways but split {self.split!r} has {len(self.classes)} classes")
+            raise ValueError(
+                f"{ways} ways but split {self.split!r} has {len(self.classes)} classes"
+            )
         classes = self._choose_classes(rng, ways)
         if cfg.fixed_support_shots is not None:
             shots = [cfg.fixed_support_shots] * ways

@@ -1,0 +1,158 @@
+"""Evaluate a learner on episodes: per-episode records (ways, shots, accuracy, hardness) and
+per-class records (shots, precision, recall), plus the validation hook of the training loop."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from learners.learner import Learner
+from learners.metrics import (
+    AccuracySummary,
+    class_precision,
+    episode_hardness,
+    summarize_accuracies,
+)
+
+EPISODE_FIELDS = (
+    "episode",
+    "source",
+    "ways",
+    "support_size",
+    "query_size",
+    "mean_shots",
+    "min_shots",
+    "max_shots",
+    "accuracy",
+    "hardness",
+)
+CLASS_FIELDS = ("episode", "source", "way", "class_id", "shots", "queries", "precision", "recall")
+
+# images (normalised NCHW tensor) -> logits of a generic feature extractor (Dhillon eq. 9)
+HardnessExtractor = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class EpisodeRecord:
+    episode: int
+    source: str
+    ways: int
+    support_size: int
+    query_size: int
+    mean_shots: float
+    min_shots: int
+    max_shots: int
+    accuracy: float
+    hardness: float
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def evaluate_episode(
+    learner: Learner, episode: Any, index: int, extractor: HardnessExtractor | None = None
+) -> tuple[EpisodeRecord, list[dict[str, Any]]]:
+    """Accuracy of `learner` on one episode, its hardness (NaN without an extractor) and the
+    per-class precision/recall rows."""
+    ep = learner.to_tensors(episode)
+    logits = learner.predict(ep)
+    predictions = logits.argmax(dim=1).cpu().numpy()
+    labels = ep.query_labels.cpu().numpy()
+    shots = ep.shots
+    hardness = float("nan")
+    if extractor is not None:
+        with torch.no_grad():
+            hardness = episode_hardness(
+                extractor(ep.support_images),
+                ep.support_labels,
+                extractor(ep.query_images),
+                ep.query_labels,
+                ep.ways,
+            )
+    record = EpisodeRecord(
+        episode=index,
+        source=ep.source,
+        ways=ep.ways,
+        support_size=int(len(ep.support_labels)),
+        query_size=int(len(labels)),
+        mean_shots=float(shots.mean()),
+        min_shots=int(shots.min()),
+        max_shots=int(shots.max()),
+        accuracy=float((predictions == labels).mean()),
+        hardness=hardness,
+    )
+    precision = class_precision(predictions, labels, ep.ways)
+    queries = np.bincount(labels, minlength=ep.ways)
+    hits = np.bincount(labels[predictions == labels], minlength=ep.ways)
+    class_ids = np.zeros(ep.ways, dtype=np.int64)
+    class_ids[ep.support_labels.cpu().numpy()] = ep.support_class_ids
+    rows = [
+        {
+            "episode": index,
+            "source": ep.source,
+            "way": way,
+            "class_id": int(class_ids[way]),
+            "shots": int(shots[way]),
+            "queries": int(queries[way]),
+            "precision": float(precision[way]),
+            "recall": float(hits[way] / queries[way]) if queries[way] else float("nan"),
+        }
+        for way in range(ep.ways)
+    ]
+    return record, rows
+
+
+def evaluate_episodes(
+    learner: Learner,
+    episodes: Iterable[Any],
+    count: int,
+    extractor: HardnessExtractor | None = None,
+    progress: bool = True,
+    description: str = "evaluate",
+) -> tuple[list[EpisodeRecord], list[dict[str, Any]]]:
+    """Evaluate the first `count` episodes; fails clearly if the source has fewer."""
+    records, class_rows = [], []
+    bar = tqdm(
+        total=count, disable=not progress, desc=description, unit="episode", dynamic_ncols=True
+    )
+    try:
+        for index, episode in enumerate(itertools.islice(episodes, count)):
+            record, rows = evaluate_episode(learner, episode, index, extractor)
+            records.append(record)
+            class_rows.extend(rows)
+            bar.update(1)
+            bar.set_postfix(acc=f"{np.mean([r.accuracy for r in records]):.4f}")
+    finally:
+        bar.close()
+    if len(records) < count:
+        raise ValueError(f"episode source ended after {len(records)} of {count} episodes")
+    return records, class_rows
+
+
+def validation_hook(
+    episodes_factory: Callable[[], Iterable[Any]], count: int
+) -> Callable[[Learner], AccuracySummary]:
+    """A training-loop hook: mean accuracy on the same `count` validation episodes each time."""
+
+    def validate(learner: Learner) -> AccuracySummary:
+        records, _ = evaluate_episodes(learner, episodes_factory(), count, progress=False)
+        return summarize_accuracies([r.accuracy for r in records])
+
+    return validate
+
+
+def tensors_extractor(module: torch.nn.Module) -> HardnessExtractor:
+    """Wrap a module (eval mode, no grad) as a hardness feature extractor."""
+
+    def extract(images: torch.Tensor) -> torch.Tensor:
+        module.eval()
+        with torch.no_grad():
+            return module(images)
+
+    return extract

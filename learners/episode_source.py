@@ -1,0 +1,267 @@
+"""Where learners get their data: an episode source (episodes by index) and a batch source
+(non-episodic (images, class_ids) batches for multiclass pre-training).
+
+Implementations: the synthetic blobs of `learners.synthetic_episodes` (dataset name
+"synthetic"), converted datasets through `episodes.read.EpisodeReader` (imported lazily, so this
+package works without it), and materialised episode shards (`episodes.episode_shards`).
+Sources are addressed by index, so training can resume at any step and evaluation reads the
+same episodes on every machine.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from learners.synthetic_episodes import (
+    BlobDataset,
+    BlobDatasetConfig,
+    SyntheticBatchSource,
+    SyntheticEpisodeConfig,
+    SyntheticEpisodeSource,
+)
+
+SYNTHETIC = "synthetic"
+
+
+class EpisodeSource(Protocol):
+    def episodes(self, start: int = 0) -> Iterator[Any]:
+        """Episodes start, start+1, ... (dicts or objects following the episode contract)."""
+        ...
+
+
+class BatchSource(Protocol):
+    class_ids: Sequence[int]
+
+    def batches(self, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Batches start, start+1, ... of (images (B,H,W,3), class ids (B,))."""
+        ...
+
+
+@dataclass(frozen=True)
+class EpisodeOptions:
+    """Episode shape and sampling variants shared by train and evaluate.
+
+    None for ways/shots/query keeps Meta-Dataset's variable episodes. `fix_ml_pool` is a FIX-ML
+    fixed-support pool (JSON of `episodes.fixml`, or k for the synthetic data);
+    `base_novel_lambda` samples from tau_BN(lambda) with the train split as base classes."""
+
+    ways: int | None = None
+    shots: int | None = None
+    query: int | None = None
+    image_size: int = 84
+    fix_ml_pool: str | None = None
+    base_novel_lambda: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _synthetic_config(options: EpisodeOptions) -> SyntheticEpisodeConfig:
+    pool = int(options.fix_ml_pool) if options.fix_ml_pool is not None else None
+    return SyntheticEpisodeConfig(
+        ways=options.ways,
+        shots=options.shots,
+        queries=options.query or 5,
+        fixed_support_shots=pool,
+        base_novel_lambda=options.base_novel_lambda,
+    )
+
+
+def _synthetic_dataset(options: EpisodeOptions) -> BlobDataset:
+    return BlobDataset(BlobDatasetConfig(image_size=options.image_size))
+
+
+def dataset_dirs(dataset: str) -> list[str]:
+    """Comma-separated converted dataset folders; each must exist."""
+    dirs = [d for d in dataset.split(",") if d]
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise FileNotFoundError(f"--dataset {d}: no such folder (expected a converted dataset)")
+    if not dirs:
+        raise ValueError("--dataset is empty")
+    return dirs
+
+
+def _sampler_config(options: EpisodeOptions) -> Any:
+    from episodes.sampler_config import SamplerConfig
+
+    if options.ways is None and options.shots is None and options.query is None:
+        return SamplerConfig()
+    return SamplerConfig(
+        mode="fixed" if options.ways is not None and options.shots is not None else "variable",
+        ways=options.ways,
+        shots=options.shots,
+        query=options.query,
+    )
+
+
+class ReaderEpisodeSource:
+    """Episodes of converted datasets via `episodes.read.EpisodeReader` (lazy import).
+
+    FIX-ML: a fixed-support pool (`python -m episodes.fixml pool`) drives an
+    `episodes.sampler.EpisodeSampler(..., pool=...)`; base/novel mixing is the reader's
+    `mix_lambda` (train split as base classes)."""
+
+    def __init__(
+        self,
+        dataset: str,
+        split: str,
+        split_file: str | None,
+        options: EpisodeOptions,
+        seed: int,
+    ):
+        from episodes.read import EpisodeReader
+
+        dirs = dataset_dirs(dataset)
+        config = _sampler_config(options)
+        sampler = None
+        if options.fix_ml_pool is not None:
+            sampler = _fixed_support_sampler(dirs, split, split_file, config, options, seed)
+        extra = {}
+        if options.base_novel_lambda is not None:
+            extra["mix_lambda"] = options.base_novel_lambda
+        self.reader = EpisodeReader(
+            dirs,
+            split,
+            config,
+            seed,
+            sampler=sampler,
+            image_size=options.image_size,
+            split_file=split_file,
+            **extra,
+        )
+
+    def episodes(self, start: int = 0) -> Iterator[Any]:
+        return self.reader.episodes(start)
+
+
+def _fixed_support_sampler(
+    dirs: list[str],
+    split: str,
+    split_file: str | None,
+    config: Any,
+    options: EpisodeOptions,
+    seed: int,
+) -> Any:
+    """FIX-ML (Setlur et al. sec. 4): the saved pool is every base class's whole support."""
+    from episodes.fixml import FixedSupportPool
+    from episodes.read import load_dataset
+    from episodes.sampler import EpisodeSampler
+
+    if len(dirs) != 1:
+        raise ValueError("a FIX-ML fixed-support pool applies to one dataset folder")
+    if not Path(str(options.fix_ml_pool)).is_file():
+        raise FileNotFoundError(f"--fix-ml-pool {options.fix_ml_pool}: no such pool JSON file")
+    pool = FixedSupportPool.load(options.fix_ml_pool)
+    spec = load_dataset(dirs[0], split_file)
+    return EpisodeSampler(spec, split, config, seed, pool=pool)
+
+
+class ShardEpisodeSource:
+    """Materialised evaluation episodes (`episodes.episode_shards`), in episode order."""
+
+    def __init__(self, path: str, image_size: int):
+        from episodes.episode_shards import EpisodeShardReader
+
+        if not Path(path).exists():
+            raise FileNotFoundError(f"--episode-shards {path}: no such file or folder")
+        self.reader = EpisodeShardReader(path, image_size=image_size)
+
+    def episodes(self, start: int = 0) -> Iterator[Any]:
+        return itertools.islice(iter(self.reader), start, None)
+
+
+class ReaderBatchSource:
+    """Uniformly drawn training examples of converted datasets, as batches for pre-training.
+
+    Batch i is a pure function of (seed, i). Class ids are made unique across datasets by
+    adding `dataset position * ID_STRIDE`."""
+
+    ID_STRIDE = 1_000_000
+
+    def __init__(
+        self, dataset: str, split_file: str | None, batch_size: int, image_size: int, seed: int
+    ):
+        from episodes.read import EpisodeReader
+
+        if batch_size < 1:
+            raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+        self.reader = EpisodeReader(
+            dataset_dirs(dataset), "train", None, seed, image_size=image_size, split_file=split_file
+        )
+        self.batch_size = batch_size
+        self.seed = seed
+        self.tables = []  # per dataset: (spec, class ids, cumulative image counts)
+        for spec in self.reader.specs:
+            classes = np.asarray(spec.classes("train"), dtype=np.int64)
+            counts = np.asarray([spec.images_per_class[c] for c in classes], dtype=np.int64)
+            self.tables.append((spec, classes, np.cumsum(counts)))
+        self.class_ids = [
+            position * self.ID_STRIDE + int(c)
+            for position, (_, classes, _) in enumerate(self.tables)
+            for c in classes
+        ]
+
+    def batch(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        from episodes.episode import EpisodeDescription
+
+        rng = np.random.default_rng([self.seed, 2024, index])
+        totals = np.asarray([t[2][-1] for t in self.tables])
+        images, ids = [], []
+        for position, count in enumerate(rng.multinomial(self.batch_size, totals / totals.sum())):
+            if count == 0:
+                continue
+            spec, classes, cumulative = self.tables[position]
+            flat = rng.integers(0, cumulative[-1], size=count)
+            slots = np.searchsorted(cumulative, flat, side="right")
+            records = flat - np.concatenate([[0], cumulative[:-1]])[slots]
+            chosen = sorted(set(slots.tolist()))
+            description = EpisodeDescription(
+                source=spec.name,
+                split=self.reader.split,
+                episode_index=index,
+                class_ids=tuple(int(classes[s]) for s in chosen),
+                support=tuple(tuple(int(r) for r in records[slots == s]) for s in chosen),
+                query=tuple(() for _ in chosen),
+            )
+            episode = self.reader.read(description)
+            images.append(episode.support_images)
+            ids.append(episode.support_class_ids + position * self.ID_STRIDE)
+        order = rng.permutation(self.batch_size)
+        return np.concatenate(images)[order], np.concatenate(ids)[order]
+
+    def batches(self, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for index in itertools.count(start):
+            yield self.batch(index)
+
+
+def open_episode_source(
+    dataset: str, split: str, split_file: str | None, options: EpisodeOptions, seed: int
+) -> EpisodeSource:
+    """Episodes of `split` from "synthetic" or from comma-separated converted dataset folders."""
+    if split not in ("train", "valid", "test"):
+        raise ValueError(f"split {split!r}: expected 'train', 'valid' or 'test'")
+    if dataset == SYNTHETIC:
+        return SyntheticEpisodeSource(
+            split, seed, _synthetic_config(options), _synthetic_dataset(options)
+        )
+    if split_file is not None and not Path(split_file).is_file():
+        raise FileNotFoundError(f"--split-file {split_file}: no such file")
+    return ReaderEpisodeSource(dataset, split, split_file, options, seed)
+
+
+def open_batch_source(
+    dataset: str, split_file: str | None, batch_size: int, options: EpisodeOptions, seed: int
+) -> BatchSource:
+    """Training batches for multiclass pre-training."""
+    if dataset == SYNTHETIC:
+        return SyntheticBatchSource(batch_size, seed, _synthetic_dataset(options))
+    if split_file is not None and not Path(split_file).is_file():
+        raise FileNotFoundError(f"--split-file {split_file}: no such file")
+    return ReaderBatchSource(dataset, split_file, batch_size, options.image_size, seed)

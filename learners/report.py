@@ -1,0 +1,327 @@
+"""`python -m learners.report`: tables and plots from `learners.evaluate` outputs.
+
+Subcommands (EVAL is an evaluation folder holding summary.json, episodes.csv, classes.csv):
+  ranks EVAL...                 Meta-Dataset table: accuracy +- CI (rank) per source, Avg. rank
+  hardness EVAL... --png P      accuracy vs hardness scatter with a regression line per method
+  ways-shots EVAL... --out-dir  accuracy by ways and class precision by shots (two PNGs)
+  base-novel EVAL... --png P    accuracy on tau_BN(lambda) against lambda (FIX-ML sec. 4.2)
+  divergence EVAL... [--r R...] slope of test accuracy against ATG's R, per method
+  kendall --run RUN [--snapshots CSV] [--last K]
+                                Kendall tau of validation vs test rankings of snapshots
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from learners.metrics import (  # noqa: E402
+    average_ranks,
+    divergence_slope,
+    grouped_summaries,
+    kendall_tau,
+    regression_line,
+)
+from learners.training_loop import VALIDATION_LOG  # noqa: E402
+
+
+@dataclass
+class Evaluation:
+    path: Path
+    summary: dict[str, Any]
+    episodes: list[dict[str, str]]
+    classes: list[dict[str, str]]
+
+    @property
+    def label(self) -> str:
+        return str(self.summary.get("label") or self.path.name)
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def load_evaluation(folder: str | Path) -> Evaluation:
+    path = Path(folder)
+    summary_path = path / "summary.json"
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"{path}: no summary.json (not a learners.evaluate folder)")
+    return Evaluation(
+        path,
+        json.loads(summary_path.read_text()),
+        _read_csv(path / "episodes.csv"),
+        _read_csv(path / "classes.csv"),
+    )
+
+
+# --- average rank table ------------------------------------------------------------------
+
+
+def rank_table(evaluations: Sequence[Evaluation]) -> dict[str, dict[str, tuple[float, float]]]:
+    """{source: {label: (mean, ci95)}} from per-source summaries."""
+    table: dict[str, dict[str, tuple[float, float]]] = {}
+    for evaluation in evaluations:
+        for source, values in evaluation.summary["per_source"].items():
+            table.setdefault(source, {})[evaluation.label] = (values["mean"], values["ci95"])
+    return table
+
+
+def format_rank_table(table: Mapping[str, Mapping[str, tuple[float, float]]]) -> str:
+    """The paper's table: one row per test source, 'acc +- ci (rank)', then Avg. rank."""
+    per_source, average = average_ranks(table)
+    methods = list(average)
+    header = ["Test Source", *methods]
+    rows = [header]
+    for source in table:
+        rows.append(
+            [source]
+            + [
+                f"{100 * table[source][m][0]:.2f} +- {100 * table[source][m][1]:.2f} "
+                f"({per_source[source][m]:g})"
+                for m in methods
+            ]
+        )
+    rows.append(["Avg. rank"] + [f"{average[m]:.2f}" for m in methods])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+# --- plots -----------------------------------------------------------------------------
+
+
+def plot_hardness(evaluations: Sequence[Evaluation], png: Path) -> dict[str, tuple[float, float]]:
+    """Accuracy vs hardness scatter with one regression line per method; returns the lines."""
+    figure, axes = plt.subplots(figsize=(6, 4.5))
+    lines = {}
+    for evaluation in evaluations:
+        points = [
+            (float(r["hardness"]), 100 * float(r["accuracy"]))
+            for r in evaluation.episodes
+            if r["hardness"] not in ("", "nan") and not math.isnan(float(r["hardness"]))
+        ]
+        if len(points) < 2:
+            raise ValueError(f"{evaluation.path}: needs >= 2 episodes with a hardness value")
+        xs, ys = zip(*points)
+        scatter = axes.scatter(xs, ys, s=10, alpha=0.5, label=evaluation.label)
+        if max(xs) > min(xs):
+            slope, intercept = regression_line(xs, ys)
+            lines[evaluation.label] = (slope, intercept)
+            grid = [min(xs), max(xs)]
+            axes.plot(
+                grid, [slope * x + intercept for x in grid], color=scatter.get_facecolor()[0][:3]
+            )
+    axes.set_xlabel("hardness (Dhillon et al., eq. 9)")
+    axes.set_ylabel("accuracy (%)")
+    axes.legend(fontsize=8)
+    _save(figure, png)
+    return lines
+
+
+def _plot_grouped(
+    series: Mapping[str, Mapping[Any, Any]], xlabel: str, ylabel: str, png: Path
+) -> None:
+    figure, axes = plt.subplots(figsize=(6, 4.5))
+    for label, groups in series.items():
+        xs = sorted(groups)
+        means = [100 * groups[x].mean for x in xs]
+        cis = [100 * groups[x].ci95 for x in xs]
+        axes.plot(xs, means, marker="o", label=label)
+        axes.fill_between(
+            xs, [m - c for m, c in zip(means, cis)], [m + c for m, c in zip(means, cis)], alpha=0.2
+        )
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.legend(fontsize=8)
+    _save(figure, png)
+
+
+def _save(figure: Any, png: Path) -> None:
+    png.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(png, dpi=120)
+    plt.close(figure)
+
+
+def ways_shots(evaluations: Sequence[Evaluation], out_dir: Path) -> str:
+    """Accuracy by ways and precision by shots (Meta-Dataset Fig. 2); returns a text table."""
+    by_ways, by_shots = {}, {}
+    for evaluation in evaluations:
+        by_ways[evaluation.label] = grouped_summaries(
+            [float(r["accuracy"]) for r in evaluation.episodes],
+            [int(r["ways"]) for r in evaluation.episodes],
+        )
+        by_shots[evaluation.label] = grouped_summaries(
+            [float(r["precision"]) for r in evaluation.classes],
+            [int(r["shots"]) for r in evaluation.classes],
+        )
+    _plot_grouped(by_ways, "ways", "accuracy (%)", out_dir / "accuracy_by_ways.png")
+    _plot_grouped(by_shots, "shots", "class precision (%)", out_dir / "precision_by_shots.png")
+    lines = []
+    for name, series in (("ways", by_ways), ("shots", by_shots)):
+        for label, groups in series.items():
+            cells = ", ".join(
+                f"{g}: {100 * s.mean:.1f}+-{100 * s.ci95:.1f}" for g, s in groups.items()
+            )
+            lines.append(f"{label} by {name}: {cells}")
+    return "\n".join(lines)
+
+
+def base_novel(evaluations: Sequence[Evaluation], png: Path) -> str:
+    """Accuracy against lambda per method (evaluations made with --base-novel-lambda)."""
+    series: dict[str, dict[float, Any]] = {}
+    for evaluation in evaluations:
+        lam = evaluation.summary.get("base_novel_lambda")
+        if lam is None:
+            raise ValueError(f"{evaluation.path}: evaluated without --base-novel-lambda")
+        series.setdefault(evaluation.label, {})[float(lam)] = _Summary(
+            evaluation.summary["accuracy"]
+        )
+    _plot_grouped(series, "lambda (share of novel classes)", "accuracy (%)", png)
+    return "\n".join(
+        f"{label}: "
+        + ", ".join(
+            f"lambda={x:g}: {100 * s.mean:.2f}+-{100 * s.ci95:.2f}"
+            for x, s in sorted(groups.items())
+        )
+        for label, groups in series.items()
+    )
+
+
+@dataclass
+class _Summary:
+    values: dict[str, float]
+
+    @property
+    def mean(self) -> float:
+        return float(self.values["mean"])
+
+    @property
+    def ci95(self) -> float:
+        return float(self.values["ci95"])
+
+
+def divergence(evaluations: Sequence[Evaluation], r_values: Sequence[float] | None) -> str:
+    """Per method, the slope of test accuracy (points of %) against R (ATG Table 5)."""
+    if r_values is not None and len(r_values) != len(evaluations):
+        raise ValueError(f"--r has {len(r_values)} values for {len(evaluations)} evaluations")
+    points: dict[str, list[tuple[float, float]]] = {}
+    for index, evaluation in enumerate(evaluations):
+        r = r_values[index] if r_values is not None else evaluation.summary.get("split_R")
+        if r is None:
+            raise ValueError(f"{evaluation.path}: its split file records no R; pass --r")
+        points.setdefault(evaluation.label, []).append(
+            (float(r), 100 * evaluation.summary["accuracy"]["mean"])
+        )
+    lines = []
+    for label, pairs in points.items():
+        rs, accs = zip(*pairs)
+        lines.append(
+            f"{label}: slope {divergence_slope(rs, accs):.2f} accuracy points per unit"
+            f" of R over R in [{min(rs):g}, {max(rs):g}] ({len(pairs)} splits)"
+        )
+    return "\n".join(lines)
+
+
+def snapshot_kendall(run: Path, snapshots_csv: Path, last: int | None = None) -> tuple[float, int]:
+    """Kendall tau between validation and test accuracies of the same snapshots."""
+    valid = {int(r["step"]): float(r["accuracy"]) for r in _read_csv(run / VALIDATION_LOG)}
+    test = {int(r["step"]): float(r["accuracy"]) for r in _read_csv(snapshots_csv)}
+    steps = sorted(set(valid) & set(test))
+    if last is not None:
+        steps = steps[-last:]
+    if len(steps) < 2:
+        raise ValueError(f"need >= 2 snapshots with validation and test accuracy, got {steps}")
+    return kendall_tau([valid[s] for s in steps], [test[s] for s in steps]), len(steps)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m learners.report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("ranks").add_argument("evals", nargs="+")
+    hardness = sub.add_parser("hardness")
+    hardness.add_argument("evals", nargs="+")
+    hardness.add_argument("--png", required=True)
+    ways = sub.add_parser("ways-shots")
+    ways.add_argument("evals", nargs="+")
+    ways.add_argument("--out-dir", required=True)
+    mixing = sub.add_parser("base-novel")
+    mixing.add_argument("evals", nargs="+")
+    mixing.add_argument("--png", required=True)
+    diverge = sub.add_parser("divergence")
+    diverge.add_argument("evals", nargs="+")
+    diverge.add_argument(
+        "--r",
+        type=float,
+        nargs="+",
+        default=None,
+        help="R of each evaluation's split, in order (default: from split)",
+    )
+    kendall = sub.add_parser("kendall")
+    kendall.add_argument("--run", required=True)
+    kendall.add_argument(
+        "--snapshots",
+        default=None,
+        help="snapshots.csv of evaluate --checkpoint all (default RUN/eval/test-all/snapshots.csv)",
+    )
+    kendall.add_argument("--last", type=int, default=None, help="only the last K snapshots")
+    return parser
+
+
+def run(args: argparse.Namespace) -> str:
+    if args.command == "kendall":
+        run_dir = Path(args.run)
+        csv_path = Path(args.snapshots or run_dir / "eval" / "test-all" / "snapshots.csv")
+        if not csv_path.is_file():
+            raise FileNotFoundError(f"{csv_path}: run learners.evaluate --checkpoint all first")
+        tau, count = snapshot_kendall(run_dir, csv_path, args.last)
+        return f"Kendall tau between validation and test rankings of {count} snapshots: {tau:.3f}"
+    evaluations = [load_evaluation(folder) for folder in args.evals]
+    if args.command == "ranks":
+        return format_rank_table(rank_table(evaluations))
+    if args.command == "hardness":
+        lines = plot_hardness(evaluations, Path(args.png))
+        return (
+            "\n".join(
+                f"{label}: accuracy = {slope:.2f} * hardness + {intercept:.2f}"
+                for label, (slope, intercept) in lines.items()
+            )
+            + f"\nwrote {args.png}"
+        )
+    if args.command == "ways-shots":
+        return ways_shots(evaluations, Path(args.out_dir)) + f"\nwrote PNGs in {args.out_dir}"
+    if args.command == "base-novel":
+        return base_novel(evaluations, Path(args.png)) + f"\nwrote {args.png}"
+    return divergence(evaluations, args.r)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        print(run(args))
+    except (ValueError, FileNotFoundError, KeyError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

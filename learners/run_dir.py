@@ -1,0 +1,112 @@
+"""A training run's folder: its `config.json` (learner, data and loop options) and how to
+rebuild the learner of a run and load one of its checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from learners.episode_source import EpisodeOptions
+from learners.learner import Learner, LearnerConfig
+from learners.registry import MULTICLASS_ALIASES, build_learner
+from learners.training_loop import BEST, CHECKPOINTS, LAST, list_snapshots, load_checkpoint
+
+CONFIG = "config.json"
+# Options that may change when a run is continued (training longer).
+RESUMABLE_CHANGES = ("total_steps", "device", "progress")
+
+
+@dataclass
+class RunConfig:
+    learner: LearnerConfig
+    dataset: str
+    split_file: str | None
+    episode_options: EpisodeOptions
+    seed: int = 0
+    total_steps: int = 1000
+    checkpoint_every: int = 1000
+    validation_episodes: int = 100
+    batch_size: int = 64
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["learner"] = self.learner.to_dict()
+        values["episode_options"] = self.episode_options.to_dict()
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> RunConfig:
+        values = dict(values)
+        values["learner"] = LearnerConfig.from_dict(values["learner"])
+        values["episode_options"] = EpisodeOptions(**values["episode_options"])
+        return cls(**values)
+
+
+def read_run_config(run_dir: str | os.PathLike) -> RunConfig:
+    path = Path(run_dir) / CONFIG
+    if not path.is_file():
+        raise FileNotFoundError(f"--run {run_dir}: no {CONFIG} (not a learners.train run folder)")
+    return RunConfig.from_dict(json.loads(path.read_text()))
+
+
+def write_or_check_run_config(run_dir: str | os.PathLike, config: RunConfig) -> None:
+    """Write config.json for a new run; for an existing run, refuse changed options."""
+    path = Path(run_dir) / CONFIG
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    if path.is_file():
+        old = json.loads(path.read_text())
+        new = config.to_dict()
+        changed = sorted(
+            k
+            for k in set(old) | set(new)
+            if k not in RESUMABLE_CHANGES and old.get(k) != new.get(k)
+        )
+        if changed:
+            raise ValueError(
+                f"{path} exists with different options {changed}: use a new --out folder "
+                "or the same options to resume"
+            )
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def checkpoint_path(run_dir: str | os.PathLike, which: str) -> Path:
+    """'last', 'best' or 'step_N' (or N) -> the checkpoint file of the run."""
+    folder = Path(run_dir) / CHECKPOINTS
+    if which in ("last", "best"):
+        path = folder / (LAST if which == "last" else BEST)
+    else:
+        step = int(which.removeprefix("step_"))
+        matches = [p for s, p in list_snapshots(run_dir) if s == step]
+        path = matches[0] if matches else folder / f"step_{step:08d}.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {which!r} of run {run_dir}: {path} not found")
+    return path
+
+
+def load_run_learner(
+    run_dir: str | os.PathLike,
+    which: str,
+    device: torch.device,
+    overrides: dict[str, Any] | None = None,
+) -> tuple[Learner, RunConfig, int]:
+    """Rebuild the run's learner on `device` (with optional learner-option overrides, e.g.
+    another inference), load checkpoint `which`; returns (learner, run config, step)."""
+    config = read_run_config(run_dir)
+    learner_config = config.learner
+    if overrides:
+        values = learner_config.to_dict()
+        values.update(overrides)
+        if "inference" in overrides and values["method"] in MULTICLASS_ALIASES:
+            values["method"] = "multiclass"  # the alias would otherwise fix the inference
+        learner_config = LearnerConfig.from_dict(values)
+    learner = build_learner(learner_config).to(device)
+    step = load_checkpoint(learner, checkpoint_path(run_dir, which), restore_rng=False)
+    return learner, config, step

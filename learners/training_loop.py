@@ -1,0 +1,226 @@
+"""The one training loop for every learner: episodic or batch streams, progress bar,
+checkpoints every N steps kept as snapshots, validation hook, bit-exact resume.
+
+Run folder layout:
+  checkpoints/step_00001000.pt  snapshots (weights, optimiser, RNG states, step), all kept
+  checkpoints/last.pt           the latest snapshot (what a resumed run starts from)
+  checkpoints/best.pt           the snapshot with the best validation accuracy so far
+  train_log.csv                 step, loss
+  validation.csv                step, accuracy, std, ci95, n
+Resuming reloads last.pt (weights, optimiser state, torch RNG states) and reads the data stream
+from the next step index, so an interrupted run ends with the same weights as an uninterrupted
+one. Validation runs under a forked RNG and never changes the training trajectory.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from learners.learner import Learner
+from learners.metrics import AccuracySummary
+
+CHECKPOINTS = "checkpoints"
+LAST = "last.pt"
+BEST = "best.pt"
+TRAIN_LOG = "train_log.csv"
+VALIDATION_LOG = "validation.csv"
+VALIDATION_FIELDS = ("step", "accuracy", "std", "ci95", "n")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    total_steps: int
+    checkpoint_every: int = 1000
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.total_steps < 1 or self.checkpoint_every < 1:
+            raise ValueError(
+                f"steps ({self.total_steps}) and checkpoint interval ({self.checkpoint_every}) "
+                "must be >= 1"
+            )
+
+
+@dataclass
+class LoopResult:
+    start_step: int
+    end_step: int
+    losses: list[float] = field(default_factory=list)
+    validation: list[dict[str, float]] = field(default_factory=list)
+
+
+def snapshot_path(run_dir: str | os.PathLike, step: int) -> Path:
+    return Path(run_dir) / CHECKPOINTS / f"step_{step:08d}.pt"
+
+
+def list_snapshots(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    """(step, path) of every kept snapshot, in step order."""
+    folder = Path(run_dir) / CHECKPOINTS
+    found = []
+    for path in folder.glob("step_*.pt"):
+        found.append((int(path.stem.split("_")[1]), path))
+    return sorted(found)
+
+
+def _atomic_save(payload: dict[str, Any], path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def _atomic_copy(source: Path, target: Path) -> None:
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
+
+
+def save_checkpoint(learner: Learner, step: int, path: Path) -> None:
+    """Everything needed to continue bit-exactly: weights, optimiser, RNG states, step."""
+    assert learner.optimizer is not None
+    payload = {
+        "step": step,
+        "model": learner.state_dict(),
+        "optimizer": learner.optimizer.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "config": learner.config.to_dict(),
+    }
+    _atomic_save(payload, path)
+
+
+def load_checkpoint(learner: Learner, path: str | os.PathLike, restore_rng: bool = True) -> int:
+    """Load a checkpoint into `learner`; returns its step."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} not found")
+    payload = torch.load(path, map_location=learner.device, weights_only=True)
+    learner.load_state_dict(payload["model"])
+    if learner.optimizer is not None and "optimizer" in payload:
+        learner.optimizer.load_state_dict(payload["optimizer"])
+    if restore_rng:
+        torch.set_rng_state(payload["torch_rng"].cpu())
+        if payload.get("cuda_rng") and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in payload["cuda_rng"]])
+    return int(payload["step"])
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _rewrite_rows(path: Path, fields: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
+def _append_rows(path: Path, fields: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
+    new = not path.is_file()
+    with path.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def _truncate_logs(run_dir: Path, step: int) -> list[dict[str, str]]:
+    """Drop log rows written after the checkpoint we resume from; returns validation rows."""
+    train = [r for r in _read_rows(run_dir / TRAIN_LOG) if int(r["step"]) <= step]
+    _rewrite_rows(run_dir / TRAIN_LOG, ("step", "loss"), train)
+    valid = [r for r in _read_rows(run_dir / VALIDATION_LOG) if int(r["step"]) <= step]
+    _rewrite_rows(run_dir / VALIDATION_LOG, VALIDATION_FIELDS, valid)
+    return valid
+
+
+def _cuda_devices() -> list[int]:
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+
+
+def run_training(
+    learner: Learner,
+    stream: Callable[[int], Iterator[Any]],
+    run_dir: str | os.PathLike,
+    config: LoopConfig,
+    validate: Callable[[Learner], AccuracySummary] | None = None,
+    stop_after: int | None = None,
+) -> LoopResult:
+    """Train `learner` on `stream(start)` items until `config.total_steps`.
+
+    Resumes from `run_dir/checkpoints/last.pt` when present. `stop_after` ends the session after
+    that global step (an interruption, for tests and time-limited jobs)."""
+    run_dir = Path(run_dir)
+    (run_dir / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    start = 0
+    best = float("-inf")
+    last = run_dir / CHECKPOINTS / LAST
+    if last.is_file():
+        start = load_checkpoint(learner, last)
+        previous = _truncate_logs(run_dir, start)
+        best = max((float(r["accuracy"]) for r in previous), default=float("-inf"))
+    result = LoopResult(start_step=start, end_step=start)
+    end = config.total_steps if stop_after is None else min(config.total_steps, stop_after)
+    if start >= end:
+        return result
+    bar = tqdm(
+        total=config.total_steps,
+        initial=start,
+        disable=not config.progress,
+        desc=f"train {learner.config.method}",
+        unit="step",
+        dynamic_ncols=True,
+    )
+    pending: list[dict[str, Any]] = []
+    began = time.time()
+    items = stream(start)
+    try:
+        for step in range(start + 1, end + 1):
+            loss = learner.train_step(next(items))
+            result.losses.append(loss)
+            pending.append({"step": step, "loss": f"{loss:.6f}"})
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}")
+            if step % config.checkpoint_every == 0 or step == config.total_steps:
+                _append_rows(run_dir / TRAIN_LOG, ("step", "loss"), pending)
+                pending = []
+                snapshot = snapshot_path(run_dir, step)
+                if validate is not None:
+                    with torch.random.fork_rng(devices=_cuda_devices()):
+                        summary = validate(learner)
+                    row = {
+                        "step": step,
+                        "accuracy": summary.mean,
+                        "std": summary.std,
+                        "ci95": summary.ci95,
+                        "n": summary.n,
+                    }
+                    result.validation.append(row)
+                    _append_rows(run_dir / VALIDATION_LOG, VALIDATION_FIELDS, [row])
+                    bar.write(
+                        f"step {step}: validation accuracy {summary.mean:.4f} "
+                        f"+- {summary.ci95:.4f} ({time.time() - began:.0f}s)"
+                    )
+                save_checkpoint(learner, step, snapshot)
+                _atomic_copy(snapshot, last)
+                if validate is not None and result.validation[-1]["accuracy"] > best:
+                    best = result.validation[-1]["accuracy"]
+                    _atomic_copy(snapshot, run_dir / CHECKPOINTS / BEST)
+            result.end_step = step
+    finally:
+        bar.close()
+    return result

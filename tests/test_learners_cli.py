@@ -1,0 +1,287 @@
+"""Training loop, `learners.train`, `learners.evaluate` and `learners.report` end to end on the
+synthetic blob data: resume is bit-exact, evaluation writes the documented CSV columns and CI,
+reports produce their tables and PNGs, bad input fails with one clear message."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from learners import evaluate, report
+from learners import train as train_cli
+from learners.episode_eval import CLASS_FIELDS, EPISODE_FIELDS
+from learners.episode_source import EpisodeOptions
+from learners.learner import LearnerConfig
+from learners.run_dir import RunConfig
+from learners.training_loop import list_snapshots
+
+torch.set_num_threads(1)
+
+TINY = [
+    "--backbone",
+    "cnn4",
+    "--width",
+    "0.25",
+    "--image-size",
+    "28",
+    "--ways",
+    "5",
+    "--shots",
+    "2",
+    "--query",
+    "3",
+    "--no-progress",
+]
+
+
+def multiclass_config(steps: int) -> RunConfig:
+    learner = LearnerConfig(
+        method="multiclass",
+        backbone="cnn4",
+        image_size=28,
+        width=0.25,
+        mixup_alpha=0.4,
+        label_smoothing=0.1,
+        dropblock=False,
+    )
+    return RunConfig(
+        learner=learner,
+        dataset="synthetic",
+        split_file=None,
+        episode_options=EpisodeOptions(ways=5, shots=2, query=3, image_size=28),
+        seed=3,
+        total_steps=steps,
+        checkpoint_every=4,
+        validation_episodes=2,
+        batch_size=16,
+    )
+
+
+def checkpoint_tensors(run: Path) -> dict[str, torch.Tensor]:
+    payload = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    tensors = dict(payload["model"])
+    for index, state in payload["optimizer"]["state"].items():
+        for key, value in state.items():
+            tensors[f"opt{index}.{key}"] = torch.as_tensor(value)
+    tensors["rng"] = payload["torch_rng"]
+    return tensors
+
+
+def test_resume_after_interruption_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    """Mixup draws from torch's RNG, so this also checks that RNG states are restored."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train_cli.train(multiclass_config(10), str(straight), "cpu", progress=False)
+    first = train_cli.train(
+        multiclass_config(10), str(resumed), "cpu", progress=False, stop_after=6
+    )  # "killed" after step 6; last checkpoint is step 4
+    assert first.end_step == 6
+    second = train_cli.train(multiclass_config(10), str(resumed), "cpu", progress=False)
+    assert (second.start_step, second.end_step) == (4, 10)
+    a, b = checkpoint_tensors(straight), checkpoint_tensors(resumed)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    for name in ("train_log.csv", "validation.csv"):
+        assert (straight / name).read_text() == (resumed / name).read_text()
+    assert [s for s, _ in list_snapshots(resumed)] == [4, 8, 10]  # snapshots are kept
+    assert (resumed / "checkpoints" / "best.pt").is_file()
+
+
+def test_a_run_refuses_changed_options(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "run"
+    args = [
+        "--method",
+        "protonet",
+        "--dataset",
+        "synthetic",
+        "--episodes",
+        "2",
+        "--validation-episodes",
+        "0",
+        "--out",
+        str(run),
+        *TINY,
+    ]
+    assert train_cli.main(args) == 0
+    assert train_cli.main([*args, "--lr", "0.5"]) == 2
+    assert "different options ['learner']" in capsys.readouterr().err
+    assert train_cli.main([*args]) == 0  # same options: nothing left to do
+    assert "already trained" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("runs") / "protonet"
+    code = train_cli.main(
+        [
+            "--method",
+            "protonet",
+            "--dataset",
+            "synthetic",
+            "--episodes",
+            "12",
+            "--checkpoint-every",
+            "4",
+            "--validation-episodes",
+            "4",
+            "--out",
+            str(run),
+            "--seed",
+            "1",
+            *TINY,
+        ]
+    )
+    assert code == 0
+    return run
+
+
+def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def test_evaluate_writes_records_and_the_ci_formula(trained_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    args = ["--run", str(trained_run), "--episodes", "8", "--no-progress", "--device", "auto"]
+    assert evaluate.main([*args, "--out", str(out)]) == 0
+    fields, rows = read_rows(out / "episodes.csv")
+    assert fields == list(EPISODE_FIELDS) and len(rows) == 8
+    class_fields, class_rows = read_rows(out / "classes.csv")
+    assert class_fields == list(CLASS_FIELDS) and len(class_rows) == 8 * 5
+    accuracies = np.array([float(r["accuracy"]) for r in rows])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accuracy"]["mean"] == pytest.approx(accuracies.mean())
+    assert summary["accuracy"]["std"] == pytest.approx(accuracies.std(ddof=1))
+    assert summary["accuracy"]["ci95"] == pytest.approx(
+        1.96 * accuracies.std(ddof=1) / math.sqrt(len(accuracies))
+    )
+    assert all(int(r["ways"]) == 5 and float(r["mean_shots"]) == 2 for r in rows)
+    assert all(math.isfinite(float(r["hardness"])) for r in rows)
+    assert summary["checkpoint"] == "best"
+    # the same command gives byte-identical records
+    again = tmp_path / "again"
+    assert evaluate.main([*args, "--out", str(again)]) == 0
+    assert (again / "episodes.csv").read_bytes() == (out / "episodes.csv").read_bytes()
+
+
+def test_snapshot_evaluation_and_kendall_report(trained_run: Path, capsys) -> None:
+    assert (
+        evaluate.main(
+            ["--run", str(trained_run), "--episodes", "3", "--checkpoint", "all", "--no-progress"]
+        )
+        == 0
+    )
+    fields, rows = read_rows(trained_run / "eval" / "test-all" / "snapshots.csv")
+    assert fields == ["step", "accuracy", "std", "ci95", "n"]
+    assert [int(r["step"]) for r in rows] == [4, 8, 12]
+    capsys.readouterr()
+    assert report.main(["kendall", "--run", str(trained_run)]) == 0
+    line = capsys.readouterr().out
+    tau = float(line.rsplit(":", 1)[1])
+    assert "3 snapshots" in line and -1.0 <= tau <= 1.0
+
+
+def test_reports_tables_and_plots(trained_run: Path, tmp_path: Path, capsys) -> None:
+    evals = []
+    for label, inference_args in (("protonet", []), ("protonet-5q", ["--query", "5"])):
+        out = tmp_path / label
+        assert (
+            evaluate.main(
+                [
+                    "--run",
+                    str(trained_run),
+                    "--episodes",
+                    "5",
+                    "--out",
+                    str(out),
+                    "--label",
+                    label,
+                    "--no-progress",
+                    *inference_args,
+                ]
+            )
+            == 0
+        )
+        evals.append(str(out))
+    capsys.readouterr()
+    assert report.main(["ranks", *evals]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split() == ["Test", "Source", "protonet", "protonet-5q"]
+    assert "Avg. rank" in table and "synthetic_blobs/test" in table
+    assert report.main(["hardness", *evals, "--png", str(tmp_path / "hardness.png")]) == 0
+    assert report.main(["ways-shots", *evals, "--out-dir", str(tmp_path / "ws")]) == 0
+    capsys.readouterr()
+    assert report.main(["divergence", evals[0], evals[0], "--r", "0.1", "0.9"]) == 0
+    slope = float(capsys.readouterr().out.split("slope ")[1].split()[0])
+    assert slope == pytest.approx(0.0, abs=1e-6)  # the same accuracy at both R
+    lambdas = []
+    for lam in ("0", "1"):
+        out = tmp_path / f"lambda{lam}"
+        assert (
+            evaluate.main(
+                [
+                    "--run",
+                    str(trained_run),
+                    "--episodes",
+                    "3",
+                    "--out",
+                    str(out),
+                    "--base-novel-lambda",
+                    lam,
+                    "--no-progress",
+                    "--no-hardness",
+                ]
+            )
+            == 0
+        )
+        lambdas.append(str(out))
+    assert report.main(["base-novel", *lambdas, "--png", str(tmp_path / "bn.png")]) == 0
+    for png in ("hardness.png", "ws/accuracy_by_ways.png", "ws/precision_by_shots.png", "bn.png"):
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_input_fails_with_one_clear_message(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "nope"
+    assert (
+        train_cli.main(
+            [
+                "--method",
+                "protonet",
+                "--dataset",
+                str(missing),
+                "--episodes",
+                "1",
+                "--out",
+                str(tmp_path / "r"),
+                *TINY,
+            ]
+        )
+        == 2
+    )
+    assert f"--dataset {missing}: no such folder" in capsys.readouterr().err
+    assert (
+        train_cli.main(
+            [
+                "--method",
+                "snail",
+                "--dataset",
+                "synthetic",
+                "--episodes",
+                "1",
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 2
+    )
+    assert "unknown method 'snail'" in capsys.readouterr().err
+    assert evaluate.main(["--run", str(missing)]) == 2
+    assert "not a learners.train run folder" in capsys.readouterr().err
+    assert report.main(["ranks", str(missing)]) == 2
+    assert "no summary.json" in capsys.readouterr().err
