@@ -1,0 +1,429 @@
+"""The class-embedding Beam pipeline: each class's mean feature vector (ATG eq. 4).
+
+The class embedding phi_i is the average of phi(x) over every image x of class i (Arnold & Sha,
+sec. 4), phi being a backbone without its last layer (`beam_pipelines.embed_model`).
+
+Create(chunks: a class's records split into runs of at most `chunk_size`) -> EmbedClasses
+(EmbedChunks: the model loaded once per worker; records read with one seek, decoded and resized,
+embedded in batches; per-chunk float64 sums -> CombinePerKey adding partial sums in chunk order)
+-> WriteClassSums (one element: sums, counts and skipped records for the driver), then the
+driver writes the npz (`splits.embeddings_file`) atomically. Chunks and batches do not depend on
+the worker count and sums are added in a fixed order, so 1 or N workers give the same matrix.
+Lives apart from the CLI so that Beam workers unpickle its classes by module name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+import numpy as np
+
+from beam_pipelines.runner_options import RunnerChoice
+from episodes.dataset_spec import DatasetSpec, SpecError, load_spec
+from splits.embeddings_file import EmbeddingsFile
+
+SKIPPED = "skipped"
+SUMS_FILE = "class_sums.npz"
+SKIPPED_FILE = "skipped.json"
+
+
+class EmbedError(ValueError):
+    """Inputs or results of an embedding job that cannot give a valid embeddings file."""
+
+
+class Chunk(NamedTuple):
+    """Records start..stop-1 of one class; `index` orders partial sums deterministically."""
+
+    index: int
+    class_id: int
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class EmbedOptions:
+    """Batching, placement and reporting of the embedding job."""
+
+    batch_size: int = 64
+    chunk_size: int = 256
+    device: str = "auto"
+    # Threads per worker: parallelism comes from Beam workers; torch's intra-op threads at
+    # these batch sizes are slower on a busy CPU (28px cnn4: 598 vs 123 img/s). 0: torch's.
+    torch_threads: int = 1
+    progress: bool = True
+    progress_every_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.chunk_size < 1:
+            raise EmbedError(
+                f"--batch-size {self.batch_size} and --chunk-size {self.chunk_size}: expected >= 1"
+            )
+        if self.torch_threads < 0:
+            raise EmbedError(f"--torch-threads {self.torch_threads}: expected >= 0")
+
+
+@dataclass
+class EmbedReport:
+    output: Path
+    classes: int
+    images: int
+    dim: int
+    model: str
+    weights_hash: str
+    seconds: float
+    skipped: list[dict[str, Any]]
+    runner: str
+
+    def summary(self) -> str:
+        rate = self.images / max(self.seconds, 1e-9)
+        line = (
+            f"wrote {self.output}: {self.classes} classes x {self.dim} dims from "
+            f"{self.images:,} images in {self.seconds:.1f}s ({rate:,.0f} img/s, {self.runner}); "
+            f"model {self.model}, weights {self.weights_hash[:19]}"
+        )
+        if self.skipped:
+            shown = "; ".join(
+                f"{s['path']} record {s['record']}: {s['reason']}" for s in self.skipped[:5]
+            )
+            line += f"\nskipped {len(self.skipped)} unreadable records: {shown}"
+        return line
+
+
+def plan_chunks(images_per_class: Sequence[int], chunk_size: int) -> list[Chunk]:
+    """Split every class's records into contiguous chunks of at most `chunk_size`."""
+    chunks: list[Chunk] = []
+    for class_id, count in enumerate(images_per_class):
+        for start in range(0, int(count), chunk_size):
+            chunks.append(Chunk(len(chunks), class_id, start, min(start + chunk_size, count)))
+    return chunks
+
+
+class _Progress:
+    """Periodic lines from one worker: chunks, classes begun, images, rate and ETA."""
+
+    def __init__(self, expected_images: int, every_s: float, enabled: bool):
+        self.expected = expected_images
+        self.every_s = every_s
+        self.enabled = enabled
+        self.images = 0
+        self.chunks = 0
+        self.classes: set[int] = set()
+        self.start = time.monotonic()
+        self.last = self.start
+
+    def update(self, chunk: Chunk, images: int) -> None:
+        self.images += images
+        self.chunks += 1
+        self.classes.add(chunk.class_id)
+        now = time.monotonic()
+        if not self.enabled or now - self.last < self.every_s:
+            return
+        self.last = now
+        rate = self.images / max(now - self.start, 1e-9)
+        eta = max(self.expected - self.images, 0) / max(rate, 1e-9)
+        print(
+            f"[embed] pid {os.getpid()}: {len(self.classes):,} classes, {self.images:,} images "
+            f"({rate:,.0f} img/s, ETA {eta:.0f}s)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+class EmbedChunksFn(beam.DoFn):
+    """Chunk -> (class id, (chunk index, float64 feature sum, image count)).
+
+    The model is loaded once per worker in `setup`; unreadable records go to `skipped` as
+    (path, record, reason) and are left out of the sum."""
+
+    def __init__(
+        self,
+        dataset_dir: str,
+        file_pattern: str,
+        checkpoint: str,
+        options: EmbedOptions,
+        expected_images: int,
+        workers: int,
+    ):
+        self.dataset_dir = dataset_dir
+        self.file_pattern = file_pattern
+        self.checkpoint = checkpoint
+        self.options = options
+        self.expected_images = expected_images
+        self.workers = max(1, workers)
+
+    def setup(self) -> None:
+        import torch
+
+        from beam_pipelines.embed_model import load_feature_extractor
+        from episodes.record_reader import RecordReader
+        from learners.device import resolve_device
+
+        if self.options.torch_threads:
+            torch.set_num_threads(self.options.torch_threads)
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+        self.device = resolve_device(self.options.device)
+        self.model, self.normalization, self.info = load_feature_extractor(
+            self.checkpoint, self.device
+        )
+        self.reader = RecordReader(self.dataset_dir, self.file_pattern)
+        self.progress = _Progress(
+            self.expected_images // self.workers,
+            self.options.progress_every_s,
+            self.options.progress,
+        )
+
+    def teardown(self) -> None:
+        reader = getattr(self, "reader", None)
+        if reader is not None:
+            reader.close()
+
+    def _read(
+        self, class_id: int, records: range
+    ) -> tuple[list[tuple[int, bytes]], list[dict[str, Any]]]:
+        """(record number, encoded image) of readable records whose label is the class's."""
+        from episodes.record_index import RecordIndexError
+        from episodes.record_reader import CorruptRecordError
+
+        path = str(self.reader.records_path(class_id))
+        kept, skipped = [], []
+        for k in records:
+            try:
+                image, label = self.reader.read_example(class_id, k)
+            except (CorruptRecordError, RecordIndexError, IndexError, OSError) as exc:
+                skipped.append({"path": path, "record": k, "reason": str(exc)})
+                continue
+            if label != class_id:
+                reason = f"label {label}, but the file holds class {class_id}"
+                skipped.append({"path": path, "record": k, "reason": reason})
+                continue
+            kept.append((k, image))
+        return kept, skipped
+
+    def _decode(
+        self, class_id: int, encoded: list[tuple[int, bytes]]
+    ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Decode and resize to the backbone's image size; undecodable records are skipped."""
+        from episodes.image_decode import ImageDecodeError, decode_image_into
+
+        size = self.info.image_size
+        out = np.empty((len(encoded), size, size, 3), dtype=np.uint8)
+        keep, skipped = [], []
+        for i, (k, data) in enumerate(encoded):
+            try:
+                decode_image_into(data, out[i])
+                keep.append(i)
+            except ImageDecodeError as exc:
+                path = str(self.reader.records_path(class_id))
+                skipped.append({"path": path, "record": k, "reason": str(exc)})
+        return (out if len(keep) == len(out) else out[keep]), skipped
+
+    def _feature_sum(self, images: np.ndarray) -> np.ndarray:
+        """Sum over the batch of the backbone's features, in float64 (numpy: a fixed order)."""
+        import torch
+
+        from learners.episode_batch import images_to_tensor
+
+        with torch.inference_mode():
+            inputs = images_to_tensor(images, self.device, self.normalization)
+            features = self.model(inputs).float().cpu().numpy()
+        return features.astype(np.float64).sum(axis=0)
+
+    def process(self, chunk: Chunk) -> Iterator[Any]:
+        total = np.zeros(self.info.feature_dim, dtype=np.float64)
+        count = 0
+        for start in range(chunk.start, chunk.stop, self.options.batch_size):
+            records = range(start, min(start + self.options.batch_size, chunk.stop))
+            encoded, unreadable = self._read(chunk.class_id, records)
+            images, undecodable = self._decode(chunk.class_id, encoded)
+            for entry in unreadable + undecodable:
+                yield beam.pvalue.TaggedOutput(SKIPPED, entry)
+            if len(images):
+                total += self._feature_sum(images)
+                count += len(images)
+        self.progress.update(chunk, count)
+        yield chunk.class_id, (chunk.index, total, count)
+
+
+class OrderedSumFn(beam.CombineFn):
+    """Adds a class's per-chunk (index, sum, count) in chunk order, whatever order and worker
+    they arrive from, so the float64 result does not depend on the runner."""
+
+    def create_accumulator(self) -> list:
+        return []
+
+    def add_input(self, accumulator: list, value: tuple) -> list:
+        accumulator.append(value)
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[list]) -> list:
+        merged: list = []
+        for accumulator in accumulators:
+            merged.extend(accumulator)
+        return merged
+
+    def extract_output(self, accumulator: list) -> tuple[np.ndarray, int]:
+        ordered = sorted(accumulator, key=lambda value: value[0])
+        total = np.array(ordered[0][1], dtype=np.float64)
+        count = int(ordered[0][2])
+        for _, partial, partial_count in ordered[1:]:
+            total += partial
+            count += int(partial_count)
+        return total, count
+
+
+class EmbedClasses(beam.PTransform):
+    """Chunks -> {"sums": (class id, (float64 feature sum, images)), "skipped": records}."""
+
+    def __init__(self, embed_fn: EmbedChunksFn):
+        super().__init__()
+        self.embed_fn = embed_fn
+
+    def expand(self, chunks: beam.PCollection) -> dict[str, beam.PCollection]:
+        results = (
+            chunks
+            | "Spread" >> beam.Reshuffle()
+            | "EmbedChunks" >> beam.ParDo(self.embed_fn).with_outputs(SKIPPED, main="sums")
+        )
+        sums = results.sums | "SumInChunkOrder" >> beam.CombinePerKey(OrderedSumFn())
+        return {"sums": sums, "skipped": results[SKIPPED]}
+
+
+def write_class_sums(
+    _: Any, sums: list[tuple[int, tuple[np.ndarray, int]]], skipped: list[dict], work_dir: str
+) -> int:
+    """The job's one output element: sums and counts by class id, skipped records as JSON."""
+    ordered = sorted(sums, key=lambda item: item[0])
+    class_ids = np.asarray([c for c, _ in ordered], dtype=np.int64)
+    matrix = np.stack([s for _, (s, _) in ordered]) if ordered else np.zeros((0, 0))
+    counts = np.asarray([n for _, (_, n) in ordered], dtype=np.int64)
+    np.savez(os.path.join(work_dir, SUMS_FILE), class_ids=class_ids, sums=matrix, counts=counts)
+    rows = sorted(skipped, key=lambda s: (s["path"], s["record"]))
+    Path(work_dir, SKIPPED_FILE).write_text(json.dumps(rows, indent=1) + "\n")
+    return len(ordered)
+
+
+def check_dataset(dataset_dir: str | os.PathLike) -> DatasetSpec:
+    """The dataset's spec, after checking every class has images and a records file."""
+    path = Path(dataset_dir)
+    if not path.is_dir():
+        raise EmbedError(f"--dataset {path}: no such folder (expected a converted dataset)")
+    try:
+        spec = load_spec(path)
+    except SpecError as exc:
+        raise EmbedError(f"--dataset {path}: {exc}") from None
+    empty = [n for n, k in zip(spec.class_names, spec.images_per_class) if k < 1]
+    if empty:
+        raise EmbedError(
+            f"--dataset {path}: {len(empty)} classes have no images (e.g. {empty[:3]}); "
+            "a class embedding is a mean over at least one image"
+        )
+    missing = [c for c in range(spec.num_classes) if not spec.records_path(c).is_file()]
+    if missing:
+        raise EmbedError(
+            f"--dataset {path}: {len(missing)} records files missing, e.g. "
+            f"{spec.records_path(missing[0])}"
+        )
+    return spec
+
+
+def check_output(output: str | os.PathLike) -> Path:
+    output = Path(output)
+    if output.suffix != ".npz":
+        raise EmbedError(f"--output {output}: expected a .npz file name")
+    if output.is_dir():
+        raise EmbedError(f"--output {output} is a folder; expected a .npz file name")
+    return output
+
+
+def embed_dataset(
+    dataset_dir: str | os.PathLike,
+    checkpoint: str | os.PathLike,
+    output: str | os.PathLike,
+    runner: RunnerChoice,
+    options: EmbedOptions = EmbedOptions(),
+    workers: int = 1,
+) -> EmbedReport:
+    """Embed every class of a converted dataset with a learners checkpoint; write the npz.
+
+    Inputs are checked (and the model loaded once on the driver for its hash) before the
+    pipeline starts; the npz is written atomically at the end."""
+    from beam_pipelines.embed_model import load_feature_extractor
+
+    output = check_output(output)
+    spec = check_dataset(dataset_dir)
+    _, _, info = load_feature_extractor(checkpoint, "cpu")
+    chunks = plan_chunks(spec.images_per_class, options.chunk_size)
+    embed_fn = EmbedChunksFn(
+        str(spec.root), spec.file_pattern, info.checkpoint, options, spec.total_images, workers
+    )
+    if options.progress:
+        print(
+            f"[embed] {spec.num_classes:,} classes, {spec.total_images:,} images in "
+            f"{len(chunks):,} chunks of {spec.root} with {info.name}; {runner.description}",
+            file=sys.stderr,
+            flush=True,
+        )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    work_dir = tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent)
+    began = time.monotonic()
+    try:
+        with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
+            results = (
+                pipeline
+                | "Chunks" >> beam.Create(chunks, reshuffle=False)
+                | "EmbedClasses" >> EmbedClasses(embed_fn)
+            )
+            _ = (
+                pipeline
+                | "Once" >> beam.Create([None])
+                | "WriteClassSums"
+                >> beam.Map(
+                    write_class_sums,
+                    beam.pvalue.AsList(results["sums"]),
+                    beam.pvalue.AsList(results["skipped"]),
+                    work_dir,
+                )
+            )
+        with np.load(Path(work_dir, SUMS_FILE)) as data:
+            class_ids, sums, counts = data["class_ids"], data["sums"], data["counts"]
+        skipped = json.loads(Path(work_dir, SKIPPED_FILE).read_text())
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    seconds = time.monotonic() - began
+    full_sums = np.zeros((spec.num_classes, info.feature_dim), dtype=np.float64)
+    full_counts = np.zeros(spec.num_classes, dtype=np.int64)
+    if len(class_ids):
+        full_sums[class_ids] = sums
+        full_counts[class_ids] = counts
+    empty = [spec.class_names[c] for c in np.flatnonzero(full_counts == 0)]
+    if empty:
+        raise EmbedError(
+            f"{len(empty)} classes have no readable images (e.g. {empty[:3]}); skipped records: "
+            + "; ".join(f"{s['path']} record {s['record']}: {s['reason']}" for s in skipped[:3])
+        )
+    means = (full_sums / full_counts[:, None]).astype(np.float32)
+    result = EmbeddingsFile(spec.class_names, means, info.name, info.weights_hash, str(output))
+    result.save(output)
+    EmbeddingsFile.load(output).check_class_names(spec.class_names)
+    return EmbedReport(
+        output=output,
+        classes=spec.num_classes,
+        images=int(full_counts.sum()),
+        dim=info.feature_dim,
+        model=info.name,
+        weights_hash=info.weights_hash,
+        seconds=seconds,
+        skipped=skipped,
+        runner=runner.description,
+    )
