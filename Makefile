@@ -11,7 +11,8 @@ RAW    := $(DATA)/raw/omniglot_glyphs
 OUT    := $(DATA)/converted
 SEED   ?= 0
 
-.PHONY: demo test lint venv system-deps clean-data bench
+.PHONY: demo demo-data demo-episodes demo-splits demo-learners test lint venv system-deps \
+        clean-data bench bench-sampler bench-episodes splits-published
 
 venv: $(STAMP)
 
@@ -37,14 +38,78 @@ test: venv system-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q tests
 
-demo: venv system-deps
+RUNS   := $(DATA)/runs
+PLOTS  := $(DATA)/plots
+EMB    := $(DATA)/embeddings/omniglot_cnn4.npz
+# Demo sizes: a few minutes of CPU training; raise them for real experiments.
+TRAIN_STEPS ?= 150
+EVAL_EPISODES ?= 60
+FT_EPISODES ?= 30
+
+demo: venv system-deps demo-data demo-episodes demo-splits demo-learners
+	@echo
+	@echo "Demo finished. Converted dataset: $(OUT)/omniglot; split files: $(DATA)/splits/omniglot;"
+	@echo "runs: $(RUNS); pictures: $(PLOTS) (episode grid, PCA of class embeddings per R, hardness)."
+
+demo-data: venv
 	$(BIN)/python -m beam_pipelines.glyph_dataset --output $(RAW) --seed $(SEED)
 	$(BIN)/python -m beam_pipelines.convert --source omniglot --input $(RAW) \
 	    --output $(OUT)/omniglot --overwrite --direct_num_workers 2
 	$(BIN)/python -m beam_pipelines.verify $(OUT)/omniglot
 
+demo-episodes: venv
+	@mkdir -p $(PLOTS)
+	$(BIN)/python -m episodes.read --dataset $(OUT)/omniglot --split test --seed $(SEED) \
+	    --episodes 2 --save-grid $(PLOTS)/episode_grid.png
+	$(BIN)/python -m episodes.read --dataset $(OUT)/omniglot --split test --seed $(SEED) --stats 1000
+
+demo-splits: venv
+	$(BIN)/python -m beam_pipelines.embed --dataset $(OUT)/omniglot --pretrain cnn4 --image-size 28 \
+	    --pretrain-steps $(TRAIN_STEPS) --seed $(SEED) --output $(EMB) --direct_num_workers 2 --no-progress
+	$(BIN)/python -m splits.atg --embeddings $(EMB) --dataset omniglot --quiet \
+	    --sweep 0.04 0.32 0.64 0.96 --seed $(SEED) --output-dir $(DATA)/splits/omniglot
+	@for f in $(DATA)/splits/omniglot/*.json; do \
+	  $(BIN)/python -m splits.analyze summary --split $$f --embeddings $(EMB) || exit 1; \
+	  $(BIN)/python -m splits.analyze pca --embeddings $(EMB) --split $$f \
+	      --output $(PLOTS)/pca_$$(basename $$f .json).png || exit 1; \
+	done
+
+demo-learners: venv
+	$(BIN)/python -m learners.train --method protonet --backbone cnn4 --dataset $(OUT)/omniglot \
+	    --image-size 28 --ways 5 --shots 5 --query 15 --episodes $(TRAIN_STEPS) --checkpoint-every 50 \
+	    --validation-episodes 20 --seed $(SEED) --out $(RUNS)/protonet
+	$(BIN)/python -m learners.train --method multiclass --backbone cnn4 --dataset $(OUT)/omniglot \
+	    --image-size 28 --episodes $(TRAIN_STEPS) --batch-size 64 --checkpoint-every 50 \
+	    --validation-episodes 20 --seed $(SEED) --out $(RUNS)/multiclass
+	@rm -rf $(RUNS)/eval
+	@for S in 1 5; do \
+	  $(BIN)/python -m learners.evaluate --run $(RUNS)/protonet --split test --episodes $(EVAL_EPISODES) \
+	      --ways 5 --shots $$S --query 15 --hardness-run $(RUNS)/multiclass --no-progress \
+	      --label "ProtoNet $$S-shot" --out $(RUNS)/eval/protonet_$${S}shot || exit 1; \
+	  for I in support_init finetune transductive; do \
+	    $(BIN)/python -m learners.evaluate --run $(RUNS)/multiclass --inference $$I --split test \
+	        --episodes $(FT_EPISODES) --ways 5 --shots $$S --query 15 --hardness-run $(RUNS)/multiclass \
+	        --no-progress --label "$$I $$S-shot" --out $(RUNS)/eval/$${I}_$${S}shot || exit 1; \
+	  done; \
+	done
+	$(BIN)/python -m learners.report ranks $(RUNS)/eval/*
+	$(BIN)/python -m learners.report hardness $(RUNS)/eval/* --png $(PLOTS)/hardness.png
+
 bench: venv
 	$(BIN)/python benchmarks/convert.py
+	$(BIN)/python -m benchmarks.sampler
+	$(BIN)/python benchmarks/episodes.py
+
+bench-sampler: venv
+	$(BIN)/python -m benchmarks.sampler
+
+bench-episodes: venv
+	$(BIN)/python benchmarks/episodes.py
+
+# Regenerate the committed published split files from the paper text and reference data.
+splits-published: venv
+	$(BIN)/python -m splits.published_tables --paper ../shared/papers/atg-arnold-sha.txt
+	$(BIN)/python -m splits.published_meta_dataset --reference ../shared/reference-data/meta-dataset
 
 clean-data:
 	rm -rf $(DATA)

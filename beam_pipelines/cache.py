@@ -10,6 +10,7 @@ Memory per worker holds one class. Runs on the DirectRunner unless `--runner` sa
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -24,6 +25,7 @@ import numpy as np
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.decoded_cache import (
+    MANIFEST,
     DecodedCacheError,
     cache_path,
     decode_class,
@@ -38,8 +40,16 @@ from episodes.record_reader import CorruptRecordError, RecordReader
 class DecodeClassFn(beam.DoFn):
     """class id -> `{class_id}.npy` in the staging folder; emits (class id, image count)."""
 
-    def __init__(self, dataset_dir: str, file_pattern: str, size: int, staging: str,
-                 threads: int, index_cache_dir: str | None, total: int):
+    def __init__(
+        self,
+        dataset_dir: str,
+        file_pattern: str,
+        size: int,
+        staging: str,
+        threads: int,
+        index_cache_dir: str | None,
+        total: int,
+    ):
         self.dataset_dir = dataset_dir
         self.file_pattern = file_pattern
         self.size = size
@@ -49,8 +59,9 @@ class DecodeClassFn(beam.DoFn):
         self.total = total
 
     def setup(self) -> None:
-        self._reader = RecordReader(self.dataset_dir, self.file_pattern,
-                                    index_cache_dir=self.index_cache_dir)
+        self._reader = RecordReader(
+            self.dataset_dir, self.file_pattern, index_cache_dir=self.index_cache_dir
+        )
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 0 else None
         self._done = 0
         self._images = 0
@@ -67,8 +78,12 @@ class DecodeClassFn(beam.DoFn):
         if now - self._last >= 5.0:
             self._last = now
             rate = self._images / max(now - self._start, 1e-9)
-            print(f"[cache] pid {os.getpid()}: {self._done} classes, {self._images:,} images, "
-                  f"{rate:,.0f} img/s", file=sys.stderr, flush=True)
+            print(
+                f"[cache] pid {os.getpid()}: {self._done} classes, {self._images:,} images, "
+                f"{rate:,.0f} img/s",
+                file=sys.stderr,
+                flush=True,
+            )
         yield class_id, int(array.shape[0])
 
     def teardown(self) -> None:
@@ -89,9 +104,16 @@ def class_counts(staging: Path, num_classes: int) -> list[int]:
     return counts
 
 
-def build_cache(spec: DatasetSpec, size: int, runner, *, cache_root: str | None = None,
-                threads: int = 2, overwrite: bool = True,
-                index_cache_dir: str | None = None) -> Path:
+def build_cache(
+    spec: DatasetSpec,
+    size: int,
+    runner,
+    *,
+    cache_root: str | None = None,
+    threads: int = 2,
+    overwrite: bool = True,
+    index_cache_dir: str | None = None,
+) -> Path:
     """Run the pipeline for every class of `spec` and move the finished cache into place."""
     target = cache_path(spec.root, size, cache_root)
     if target.exists() and not overwrite:
@@ -103,9 +125,18 @@ def build_cache(spec: DatasetSpec, size: int, runner, *, cache_root: str | None 
                 pipeline
                 | "Classes" >> beam.Create(list(range(spec.num_classes)))
                 | "Spread" >> beam.Reshuffle()
-                | "DecodeClass" >> beam.ParDo(DecodeClassFn(
-                    str(spec.root), spec.file_pattern, size, str(staging), threads,
-                    index_cache_dir, spec.num_classes))
+                | "DecodeClass"
+                >> beam.ParDo(
+                    DecodeClassFn(
+                        str(spec.root),
+                        spec.file_pattern,
+                        size,
+                        str(staging),
+                        threads,
+                        index_cache_dir,
+                        spec.num_classes,
+                    )
+                )
             )
         counts = class_counts(staging, spec.num_classes)
     except BaseException:
@@ -121,8 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("dataset", help="converted dataset folder (with dataset_spec.json)")
     parser.add_argument("--size", type=int, default=84, help="image side (default 84)")
-    parser.add_argument("--cache-root", help="write under CACHE_ROOT/<dataset>/ instead of the "
-                        "dataset folder (for read-only datasets)")
+    parser.add_argument(
+        "--cache-root",
+        help="write under CACHE_ROOT/<dataset>/ instead of the "
+        "dataset folder (for read-only datasets)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="decoding threads per worker")
     parser.add_argument("--index-cache-dir", help="where to keep built .index files")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing cache")
@@ -147,16 +181,25 @@ def main(argv: list[str] | None = None) -> int:
             )
         runner = make_runner(args, beam_args)
         t0 = time.monotonic()
-        target = build_cache(spec, args.size, runner, cache_root=args.cache_root,
-                             threads=args.threads, overwrite=args.overwrite,
-                             index_cache_dir=args.index_cache_dir)
+        target = build_cache(
+            spec,
+            args.size,
+            runner,
+            cache_root=args.cache_root,
+            threads=args.threads,
+            overwrite=args.overwrite,
+            index_cache_dir=args.index_cache_dir,
+        )
     except (SpecError, DecodedCacheError, CorruptRecordError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     took = time.monotonic() - t0
+    images = sum(json.loads((target / MANIFEST).read_text())["images"])
     size_mb = sum(f.stat().st_size for f in target.glob("*.npy")) / 2**20
-    print(f"wrote {target}: {spec.num_classes} classes, {spec.total_images:,} images "
-          f"({size_mb:,.1f} MiB) in {took:.1f} s")
+    print(
+        f"wrote {target}: {spec.num_classes} classes, {images:,} images "
+        f"({size_mb:,.1f} MiB) in {took:.1f} s"
+    )
     return 0
 
 

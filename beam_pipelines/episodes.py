@@ -73,9 +73,15 @@ class ShardJob:
         from episodes.sampler_config import SamplerConfig
 
         return EpisodeReader(
-            list(self.dataset_dirs), self.split, SamplerConfig.from_json(self.config), self.seed,
-            num_threads=0, decoded_cache="never", split_file=self.split_file,
-            index_cache_dir=self.index_cache_dir, mix_lambda=self.mix_lambda,
+            list(self.dataset_dirs),
+            self.split,
+            SamplerConfig.from_json(self.config),
+            self.seed,
+            num_threads=0,
+            decoded_cache="never",
+            split_file=self.split_file,
+            index_cache_dir=self.index_cache_dir,
+            mix_lambda=self.mix_lambda,
             base_split=self.base_split,
         )
 
@@ -99,7 +105,10 @@ def write_shard(job: ShardJob, shard: int, reader: EpisodeReader) -> dict[str, A
             support, query = reader.encoded_images(description)
             names = reader.spec(description.source).class_names
             payload = encode_episode(
-                description, support, query, seed=job.seed,
+                description,
+                support,
+                query,
+                seed=job.seed,
                 class_names=[names[c] for c in description.class_ids],
                 sampler_config=job.config,
             )
@@ -109,9 +118,12 @@ def write_shard(job: ShardJob, shard: int, reader: EpisodeReader) -> dict[str, A
             if now - last >= 5.0:
                 last = now
                 rate = count / (now - t0)
-                print(f"[episodes] shard {shard}: {count}/{len(indices)} episodes, "
-                      f"{rate:.1f}/s, ETA {(len(indices) - count) / rate:.0f} s",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"[episodes] shard {shard}: {count}/{len(indices)} episodes, "
+                    f"{rate:.1f}/s, ETA {(len(indices) - count) / rate:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
     os.replace(tmp, path)
     return {"shard": shard, "file": name, "episodes": count}
 
@@ -162,8 +174,9 @@ def manifest_for(job: ShardJob, reader: EpisodeReader, staging: Path) -> dict[st
     }
 
 
-def write_episode_shards(job_args: dict[str, Any], output: Path, runner, overwrite: bool = False
-                         ) -> dict[str, Any]:
+def write_episode_shards(
+    job_args: dict[str, Any], output: Path, runner, overwrite: bool = False
+) -> dict[str, Any]:
     """Validate, run the pipeline into a staging folder, then move it to `output`."""
     output = Path(output)
     if output.exists() and not overwrite:
@@ -171,8 +184,10 @@ def write_episode_shards(job_args: dict[str, Any], output: Path, runner, overwri
     staging = output.parent / f".{output.name}.tmp{os.getpid()}"
     job = ShardJob(staging=str(staging), **job_args)
     if job.num_episodes < 1 or job.num_shards < 1 or job.start < 0:
-        raise ReaderError(f"episodes={job.num_episodes}, num_shards={job.num_shards}, "
-                          f"start={job.start}: expected episodes >= 1, shards >= 1, start >= 0")
+        raise ReaderError(
+            f"episodes={job.num_episodes}, num_shards={job.num_shards}, "
+            f"start={job.start}: expected episodes >= 1, shards >= 1, start >= 0"
+        )
     reader = job.reader()  # validates dataset, split, sampler config before the pipeline
     reader.describe(job.start)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -209,17 +224,25 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m beam_pipelines.episodes",
         description="Write a stream of episodes as TFRecord shards (one tf.train.Example each).",
     )
-    parser.add_argument("--dataset", action="append", required=True,
-                        help="converted dataset folder (repeat for multi-source episodes)")
+    parser.add_argument(
+        "--dataset",
+        action="append",
+        required=True,
+        help="converted dataset folder (repeat for multi-source episodes)",
+    )
     parser.add_argument("--split", required=True, help="train, valid or test")
     add_mixing_arguments(parser)
     parser.add_argument("--episodes", type=int, required=True, help="number of episodes")
     parser.add_argument("--start", type=int, default=0, help="first episode index")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", required=True, help="shards folder to create")
-    parser.add_argument("--num-shards", type=int, default=None,
-                        help=f"shard files (default: ~{DEFAULT_EPISODES_PER_SHARD} episodes each, "
-                        f"at most {MAX_DEFAULT_SHARDS})")
+    parser.add_argument(
+        "--num-shards",
+        type=int,
+        default=None,
+        help=f"shard files (default: ~{DEFAULT_EPISODES_PER_SHARD} episodes each, "
+        f"at most {MAX_DEFAULT_SHARDS})",
+    )
     parser.add_argument("--split-file", help="split JSON overriding the spec's splits")
     parser.add_argument("--index-cache-dir", help="where to keep built .index files")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
@@ -250,14 +273,22 @@ def main(argv: list[str] | None = None) -> int:
         runner = make_runner(args, beam_args)
         t0 = time.monotonic()
         manifest = write_episode_shards(job_args, Path(args.output), runner, args.overwrite)
-    except (SpecError, ReaderError, OutputExistsError, CorruptRecordError, ValueError,
-            OSError) as exc:
+    except (
+        SpecError,
+        ReaderError,
+        OutputExistsError,
+        CorruptRecordError,
+        ValueError,
+        OSError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     took = time.monotonic() - t0
-    print(f"wrote {manifest['episodes']} episodes of {', '.join(manifest['datasets'])}/"
-          f"{manifest['split']} (seed {manifest['seed']}) into {manifest['num_shards']} shards "
-          f"in {args.output} ({took:.1f} s, {runner.description})")
+    print(
+        f"wrote {manifest['episodes']} episodes of {', '.join(manifest['datasets'])}/"
+        f"{manifest['split']} (seed {manifest['seed']}) into {manifest['num_shards']} shards "
+        f"in {args.output} ({took:.1f} s, {runner.description})"
+    )
     return 0
 
 

@@ -36,7 +36,9 @@ def cache_dir_name(size: int) -> str:
     return f"decoded_{size}x{size}"
 
 
-def cache_path(dataset_dir: str | os.PathLike, size: int, root: str | os.PathLike | None = None) -> Path:
+def cache_path(
+    dataset_dir: str | os.PathLike, size: int, root: str | os.PathLike | None = None
+) -> Path:
     """Where the cache of `dataset_dir` for `size` lives (under `root` when given)."""
     dataset_dir = Path(dataset_dir)
     if root is None:
@@ -211,7 +213,10 @@ class DecodedCache:
 
     @classmethod
     def find(
-        cls, spec: DatasetSpec, size: int, cache_root: str | os.PathLike | None = None,
+        cls,
+        spec: DatasetSpec,
+        size: int,
+        cache_root: str | os.PathLike | None = None,
         max_open: int = 64,
     ) -> DecodedCache | None:
         """The cache for `spec` and `size` if one exists (beside the records or under cache_root)."""
@@ -251,13 +256,14 @@ class DecodedCache:
     def gather(self, class_id: int, records: Sequence[int], out: np.ndarray) -> None:
         """Copy rows `records` of class `class_id` into `out` (len(records), H, W, 3)."""
         arr = self.array(class_id)
-        idx = np.asarray(records, dtype=np.intp)
-        if idx.size and (idx.min() < 0 or idx.max() >= arr.shape[0]):
-            bad = int(idx[(idx < 0) | (idx >= arr.shape[0])][0])
+        n = arr.shape[0]
+        if records and (min(records) < 0 or max(records) >= n):
+            bad = next(k for k in records if not 0 <= k < n)
             raise DecodedCacheError(
-                f"{self.folder}: class {class_id} has {arr.shape[0]} images, record {bad} asked"
+                f"{self.folder}: class {class_id} has {n} images, record {bad} asked"
             )
-        np.take(arr, idx, axis=0, out=out, mode="clip")  # bounds checked above
+        # mode="clip" (bounds checked above) avoids numpy's buffered copy of mode="raise".
+        np.take(arr, np.asarray(records, dtype=np.intp), axis=0, out=out, mode="clip")
 
     @property
     def open_maps(self) -> int:

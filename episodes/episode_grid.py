@@ -29,11 +29,21 @@ def _as_uint8(images: np.ndarray) -> np.ndarray:
     return np.clip((images - lo) * scale, 0, 255).astype(np.uint8)
 
 
+def _shorten(text: str, width: int) -> str:
+    """Keep both ends of a long label (class names differ most at their end)."""
+    if len(text) <= width:
+        return text
+    head = width // 2 - 1
+    return text[:head] + ".." + text[-(width - head - 2) :]
+
+
 def _field(episode: Any, name: str) -> Any:
     return episode[name] if isinstance(episode, dict) else getattr(episode, name)
 
 
-def render_episode_grid(episode: Any, max_per_row: int = 12, thumb: int | None = None) -> Image.Image:
+def render_episode_grid(
+    episode: Any, max_per_row: int = 12, thumb: int | None = None
+) -> Image.Image:
     """Picture of an episode (an `episodes.read.Episode` or a dict with the same fields)."""
     names = list(_field(episode, "class_names"))
     ways = len(names)
@@ -49,8 +59,9 @@ def render_episode_grid(episode: Any, max_per_row: int = 12, thumb: int | None =
     font = ImageFont.load_default()
     row_h = thumb + _PAD
     header_h = 22
-    widest = max((int(np.bincount(s[2], minlength=1).max()) for s in sections if len(s[2])),
-                 default=1)
+    widest = max(
+        (int(np.bincount(s[2], minlength=1).max()) for s in sections if len(s[2])), default=1
+    )
     width = _TEXT_W + min(max_per_row, widest) * (thumb + _PAD) + 70
     height = header_h + sum(header_h + ways * row_h for _ in sections) + _PAD
     canvas = Image.new("RGB", (width, height), _BACKGROUND)
@@ -67,7 +78,7 @@ def render_episode_grid(episode: Any, max_per_row: int = 12, thumb: int | None =
             rows = np.flatnonzero(labels == label)
             class_id = int(ids[rows[0]]) if len(rows) else -1
             text = f"{label:>2} [{class_id}] x{len(rows)} {names[label]}"
-            draw.text((_PAD, y + thumb // 2 - 6), text[:42], fill=_INK, font=font)
+            draw.text((_PAD, y + thumb // 2 - 6), _shorten(text, 42), fill=_INK, font=font)
             x = _TEXT_W
             for row in rows[:max_per_row]:
                 tile = Image.fromarray(images[row])
@@ -78,8 +89,12 @@ def render_episode_grid(episode: Any, max_per_row: int = 12, thumb: int | None =
                 draw.text((x + 1, y), str(label), fill=_INK, font=font)
                 x += thumb + _PAD
             if len(rows) > max_per_row:
-                draw.text((x, y + thumb // 2 - 6), f"+{len(rows) - max_per_row} more",
-                          fill=_INK, font=font)
+                draw.text(
+                    (x, y + thumb // 2 - 6),
+                    f"+{len(rows) - max_per_row} more",
+                    fill=_INK,
+                    font=font,
+                )
             y += row_h
     return canvas
 

@@ -124,8 +124,17 @@ def decode_episode(payload: bytes, where: str = "episode record") -> EncodedEpis
         f = decode_example(payload)
     except ExampleDecodeError as exc:
         raise ShardError(f"{where}: not a tf.train.Example ({exc})") from exc
-    required = ("support_images", "query_images", "support_labels", "query_labels", "class_ids",
-                "dataset", "split", "episode_index", "seed")
+    required = (
+        "support_images",
+        "query_images",
+        "support_labels",
+        "query_labels",
+        "class_ids",
+        "dataset",
+        "split",
+        "episode_index",
+        "seed",
+    )
     missing = [k for k in required if k not in f]
     if missing:
         raise ShardError(f"{where}: not an episode record (missing keys {missing})")

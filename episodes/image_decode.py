@@ -68,41 +68,62 @@ def scale_images(
     return out
 
 
-def chunk_ranges(count: int, workers: int, min_chunk: int = MIN_CHUNK) -> list[range]:
-    """Split 0..count-1 into about `workers` contiguous ranges of at least `min_chunk`."""
+def chunk_ranges(count: int, parts: int, min_chunk: int = MIN_CHUNK) -> list[range]:
+    """Split 0..count-1 into about `parts` contiguous ranges of at least `min_chunk`."""
     if count <= 0:
         return []
-    size = max(min_chunk, -(-count // max(1, workers)))
+    size = max(min_chunk, -(-count // max(1, parts)))
     return [range(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+Task = tuple[Future, Callable[[], None]]
+
+
+def submit_jobs(executor: Executor, jobs: Sequence[Callable[[], None]]) -> list[Task]:
+    """Queue `jobs` on `executor`; `wait_all` runs any that did not start in the waiting thread."""
+    return [(executor.submit(job), job) for job in jobs]
 
 
 def submit_chunks(
     fill: Callable[[int], None], count: int, executor: Executor | None, workers: int
-) -> list[Future] | None:
+) -> list[Task] | None:
     """Run `fill(i)` for i in 0..count-1: in chunks on `executor`, or inline when it is None.
 
-    Returns the chunk futures (wait on them with `wait_all`), or None when done inline."""
+    About 4 chunks per worker, so that the thread waiting in `wait_all` can take the chunks
+    nobody started yet. Returns the tasks (wait with `wait_all`), or None when done inline."""
     if executor is None:
         for i in range(count):
             fill(i)
         return None
 
-    def run(chunk: range) -> None:
-        for i in chunk:
-            fill(i)
+    def job(chunk: range) -> Callable[[], None]:
+        def run() -> None:
+            for i in chunk:
+                fill(i)
 
-    return [executor.submit(run, chunk) for chunk in chunk_ranges(count, workers)]
+        return run
+
+    return submit_jobs(executor, [job(c) for c in chunk_ranges(count, 4 * workers)])
 
 
-def wait_all(futures: list[Future] | None) -> None:
-    """Wait for every future, then re-raise the first error (so no task still writes after)."""
-    if not futures:
+def wait_all(tasks: list[Task] | None) -> None:
+    """Finish every task: those not started yet run here (the waiting thread helps instead of
+    idling), the others are waited for; then the first error is raised, once nothing still
+    writes."""
+    if not tasks:
         return
     error: BaseException | None = None
-    for future in futures:
-        exc = future.exception()
-        if exc is not None and error is None:
-            error = exc
+    for future, job in reversed(tasks):  # the last queued are the least likely started
+        if future.cancel():
+            try:
+                job()
+            except BaseException as exc:  # re-raised below, after the others finished
+                error = error or exc
+    for future, _ in tasks:
+        if not future.cancelled():
+            exc = future.exception()
+            if exc is not None and error is None:
+                error = exc
     if error is not None:
         raise error
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -26,7 +27,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,17 +37,21 @@ import numpy as np
 from episodes.dataset_spec import DatasetSpec, SpecError, Split, load_spec
 from episodes.decoded_cache import DecodedCache, DecodedCacheError
 from episodes.episode import EpisodeDescription
+from episodes.example_proto import ExampleDecodeError, decode_image_example
 from episodes.image_decode import (
     ImageDecodeError,
+    Task,
     decode_image_into,
     scale_images,
     submit_chunks,
+    submit_jobs,
     wait_all,
 )
 from episodes.record_reader import CorruptRecordError, RecordReader
 
 DTYPES = {"uint8": np.uint8, "float32": np.float32}
 CACHE_MODES = ("auto", "always", "never")
+POOL_GATHER_BYTES = 8 << 20  # decoded-cache episodes smaller than this are copied inline
 
 
 class ReaderError(ValueError):
@@ -109,8 +114,9 @@ def read_split_file(path: str | os.PathLike) -> tuple[list[str], list[str], list
     return lists[0], lists[1], lists[2]
 
 
-def load_dataset(dataset_dir: str | os.PathLike, split_file: str | os.PathLike | None = None
-                 ) -> DatasetSpec:
+def load_dataset(
+    dataset_dir: str | os.PathLike, split_file: str | os.PathLike | None = None
+) -> DatasetSpec:
     """The spec of a converted dataset folder, with its splits replaced by a split file."""
     spec = load_spec(dataset_dir)
     if split_file is not None:
@@ -119,10 +125,27 @@ def load_dataset(dataset_dir: str | os.PathLike, split_file: str | os.PathLike |
     return spec
 
 
-def make_sampler(specs: Sequence[DatasetSpec], split: Split, config: Any, seed: int) -> Any:
-    """The sampler of `episodes.sampler` for one dataset or several (uniform over sources)."""
+def make_sampler(
+    specs: Sequence[DatasetSpec],
+    split: Split,
+    config: Any,
+    seed: int,
+    mix_lambda: float | None = None,
+    base_split: Split | str = Split.TRAIN,
+) -> Any:
+    """The sampler of `episodes.sampler` for one dataset or several (uniform over sources);
+    with `mix_lambda`, FIX-ML's tau_BN(lambda) mixing base classes of `base_split` with novel
+    classes of `split` (episodes.fixml.MixedSampler, fixed 5-way 5-shot 15-query by default)."""
     from episodes import sampler as sampler_module  # lazily: the reader works without it
 
+    if mix_lambda is not None:
+        from episodes.fixml import MixedSampler
+
+        if len(specs) != 1:
+            raise ReaderError("lambda mixing (base/novel) applies to one dataset at a time")
+        if config is None:
+            config = sampler_module.SamplerConfig.fixed()
+        return MixedSampler(specs[0], base_split, split, mix_lambda, config, seed)
     if config is None:
         config = sampler_module.SamplerConfig()
     if len(specs) == 1:
@@ -130,24 +153,96 @@ def make_sampler(specs: Sequence[DatasetSpec], split: Split, config: Any, seed: 
     return sampler_module.MultiSourceSampler(list(specs), split, config, seed)
 
 
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    byte = buf[pos]
+    if byte < 0x80:
+        return byte, pos + 1
+    result, shift = byte & 0x7F, 7
+    while True:
+        pos += 1
+        byte = buf[pos]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos + 1
+        shift += 7
+
+
+def image_of_record(payload: bytes) -> bytes | None:
+    """The `image` bytes of a converted-dataset record, parsed in a few steps.
+
+    A fast path of `example_proto.decode_image_example` for the usual layout (a features map
+    whose `image` entry holds one bytes value); returns None for anything else, so the caller
+    falls back to the general decoder (which also explains malformed records)."""
+    try:
+        if payload[0] != 0x0A:  # Example.features, length-delimited
+            return None
+        length, pos = _varint(payload, 1)
+        end = pos + length
+        if end != len(payload):
+            return None
+        while pos < end:
+            if payload[pos] != 0x0A:  # Features.feature map entry
+                return None
+            length, pos = _varint(payload, pos + 1)
+            entry_end = pos + length
+            if payload[pos] != 0x0A:  # entry key
+                return None
+            key_length, pos = _varint(payload, pos + 1)
+            key = payload[pos : pos + key_length]
+            pos += key_length
+            if key == b"image":
+                # value: Feature{bytes_list{value: image}}: tags 0x12, 0x0A, 0x0A
+                if payload[pos] != 0x12:
+                    return None
+                _, pos = _varint(payload, pos + 1)
+                if payload[pos] != 0x0A:
+                    return None
+                list_length, pos = _varint(payload, pos + 1)
+                if payload[pos] != 0x0A:
+                    return None
+                image_length, start = _varint(payload, pos + 1)
+                if start + image_length != pos + list_length or pos + list_length != entry_end:
+                    return None
+                return payload[start : start + image_length]
+            pos = entry_end
+    except IndexError:
+        return None
+    return None
+
+
 class _Source:
     """One dataset: its spec, a record reader and, when present, its decoded cache."""
 
-    def __init__(self, spec: DatasetSpec, max_open_files: int, index_cache_dir: Any,
-                 cache: DecodedCache | None):
+    def __init__(
+        self,
+        spec: DatasetSpec,
+        max_open_files: int,
+        index_cache_dir: Any,
+        cache: DecodedCache | None,
+    ):
         self.spec = spec
         self.records = RecordReader(spec.root, spec.file_pattern, max_open_files, index_cache_dir)
         self.cache = cache
 
     def encoded(self, class_id: int, k: int) -> bytes:
-        """Encoded image bytes of record k, with a clear error for a record out of range."""
+        """Encoded image bytes of record k (CRC-verified), with clear errors naming the file,
+        class and record for a record out of range or one that is not an image example."""
         try:
-            image, _ = self.records.read_example(class_id, k)
+            payload = self.records.read_payload(class_id, k)
         except IndexError as exc:
             raise ReaderError(
                 f"file {self.records.records_path(class_id)}, class {class_id}: record {k} "
                 f"requested but {exc}"
             ) from None
+        image = image_of_record(payload)
+        if image is None:
+            try:
+                image, _ = decode_image_example(payload)
+            except ExampleDecodeError as exc:
+                raise CorruptRecordError(
+                    f"corrupt record: file {self.records.records_path(class_id)}, "
+                    f"class {class_id}, record {k}: {exc}"
+                ) from exc
         return image
 
     def decode_into(self, class_id: int, k: int, out: np.ndarray) -> None:
@@ -170,7 +265,7 @@ class _Source:
 class _InFlight:
     description: EpisodeDescription
     images: np.ndarray  # (support + query, H, W, 3) uint8
-    futures: list[Future] | None
+    futures: list[Task] | None
 
 
 class EpisodeReader:
@@ -179,7 +274,8 @@ class EpisodeReader:
     `config` is an `episodes.sampler.SamplerConfig`; `sampler` may replace the default sampler
     with any object whose `.episode(i)` returns an EpisodeDescription (e.g. a FIX-ML pool
     sampler). `decoded_cache`: "auto" uses a cache when one matches, "always" requires one,
-    "never" always decodes records. `num_threads=0` decodes inline.
+    "never" always decodes records. `num_threads=0` decodes inline. `mix_lambda` (with
+    `base_split`) samples FIX-ML's base/novel mixture instead (see `make_sampler`).
     """
 
     def __init__(
@@ -201,6 +297,8 @@ class EpisodeReader:
         index_cache_dir: str | os.PathLike | None = None,
         split_file: str | os.PathLike | None = None,
         num_episodes: int | None = None,
+        mix_lambda: float | None = None,
+        base_split: Split | str = Split.TRAIN,
     ):
         if isinstance(dataset_dirs, str | os.PathLike):
             dataset_dirs = [dataset_dirs]
@@ -209,7 +307,11 @@ class EpisodeReader:
             raise ReaderError("no dataset folder given")
         if not isinstance(image_size, int) or image_size < 1:
             raise ReaderError(f"image_size={image_size!r}: expected a positive integer")
-        if str(np.dtype(dtype)) not in DTYPES:
+        try:
+            known_dtype = str(np.dtype(dtype)) in DTYPES
+        except TypeError:
+            known_dtype = False
+        if not known_dtype:
             raise ReaderError(f"dtype={dtype!r}: expected one of {sorted(DTYPES)}")
         if num_threads < 0 or prefetch < 0:
             raise ReaderError(f"num_threads={num_threads}, prefetch={prefetch}: expected >= 0")
@@ -232,17 +334,20 @@ class EpisodeReader:
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
             raise ReaderError(f"dataset names must differ across sources, got {names}")
+        splits = [self.split] if mix_lambda is None else [self.split, Split.parse(base_split)]
         for spec in self.specs:
-            spec.classes(self.split)  # raises a clear error for a spec without splits
+            for name in splits:
+                spec.classes(name)  # raises a clear error for a spec without splits
         self._sources: dict[str, _Source] = {}
         for spec in self.specs:
             cache = self._find_cache(spec, decoded_cache, cache_root, max_open_files)
             if cache is None:
-                _check_records_exist(spec, self.split)
+                for name in splits:
+                    _check_records_exist(spec, name)
             self._sources[spec.name] = _Source(spec, max_open_files, index_cache_dir, cache)
-        self.sampler = sampler if sampler is not None else make_sampler(
-            self.specs, self.split, config, seed
-        )
+        if sampler is None:
+            sampler = make_sampler(self.specs, self.split, config, seed, mix_lambda, base_split)
+        self.sampler = sampler
         self._executor: ThreadPoolExecutor | None = None
         self._executor_pid: int | None = None
         self._executor_lock = threading.Lock()
@@ -297,28 +402,44 @@ class EpisodeReader:
                 self._executor_pid = os.getpid()
             return self._executor
 
-    def _start(self, description: EpisodeDescription) -> _InFlight:
+    def _start(self, description: EpisodeDescription, pipelined: bool = True) -> _InFlight:
+        """Allocate the episode's image array and start filling it (on the pool if any)."""
         source = self._source(description.source)
+        size = self.image_size
+        total = description.support_size + description.query_size
+        images = np.empty((total, size, size, 3), dtype=np.uint8)
+        pool = self._pool()
+        if source.cache is not None:
+            cache = source.cache
+            pieces = []  # (class id, records, first row)
+            start = 0
+            for groups in (description.support, description.query):
+                for class_id, records in zip(description.class_ids, groups):
+                    pieces.append((class_id, records, start))
+                    start += len(records)
+
+            def gather(group: Sequence[tuple[int, Sequence[int], int]]) -> None:
+                for class_id, records, first in group:
+                    cache.gather(class_id, records, images[first : first + len(records)])
+
+            if pool is None or not pipelined or images.nbytes < POOL_GATHER_BYTES:
+                gather(pieces)  # small copies: a thread hand-off would cost more than it saves
+                return _InFlight(description, images, None)
+            # Large copies (numpy releases the GIL) run on the pool, split into about equal
+            # halves, while the caller's thread samples the next descriptions.
+            groups = _balanced_groups(pieces, total, self.num_threads)
+            jobs = [functools.partial(gather, g) for g in groups]
+            return _InFlight(description, images, submit_jobs(pool, jobs))
         rows: list[tuple[int, int]] = []
         for groups in (description.support, description.query):
             for class_id, records in zip(description.class_ids, groups):
                 rows.extend((class_id, k) for k in records)
-        size = self.image_size
-        images = np.empty((len(rows), size, size, 3), dtype=np.uint8)
-        if source.cache is not None:
-            start = 0
-            for groups in (description.support, description.query):
-                for class_id, records in zip(description.class_ids, groups):
-                    end = start + len(records)
-                    source.cache.gather(class_id, records, images[start:end])
-                    start = end
-            return _InFlight(description, images, None)
 
         def fill(i: int) -> None:
             class_id, k = rows[i]
             source.decode_into(class_id, k, images[i])
 
-        futures = submit_chunks(fill, len(rows), self._pool(), self.num_threads)
+        futures = submit_chunks(fill, len(rows), pool, self.num_threads)
         return _InFlight(description, images, futures)
 
     def _finish(self, flight: _InFlight) -> Episode:
@@ -344,7 +465,7 @@ class EpisodeReader:
 
     def read(self, description: EpisodeDescription) -> Episode:
         """Pixels and labels of one description."""
-        return self._finish(self._start(description))
+        return self._finish(self._start(description, pipelined=False))
 
     def episode(self, index: int) -> Episode:
         return self.read(self.describe(index))
@@ -361,7 +482,7 @@ class EpisodeReader:
                 yield self._finish(pending.popleft())
         finally:
             for flight in pending:
-                for future in flight.futures or ():
+                for future, _ in flight.futures or ():
                     future.cancel()
 
     def episodes(self, start: int = 0, count: int | None = None) -> Iterator[Episode]:
@@ -377,11 +498,13 @@ class EpisodeReader:
         source = self._source(description.source)
         out = []
         for groups in (description.support, description.query):
-            out.append([
-                source.encoded(c, k)
-                for c, records in zip(description.class_ids, groups)
-                for k in records
-            ])
+            out.append(
+                [
+                    source.encoded(c, k)
+                    for c, records in zip(description.class_ids, groups)
+                    for k in records
+                ]
+            )
         return out[0], out[1]
 
     @property
@@ -400,6 +523,21 @@ class EpisodeReader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _balanced_groups(pieces: list, total: int, parts: int) -> list[list]:
+    """Split consecutive (class, records, first row) pieces into <= `parts` groups of about
+    equal image counts (at least 32 images per group, so small episodes stay one task)."""
+    target = max(32, -(-total // max(1, parts)))
+    groups: list[list] = [[]]
+    count = 0
+    for piece in pieces:
+        if count >= target and len(groups) < parts:
+            groups.append([])
+            count = 0
+        groups[-1].append(piece)
+        count += len(piece[1])
+    return groups
 
 
 def _check_records_exist(spec: DatasetSpec, split: Split) -> None:
@@ -433,16 +571,43 @@ def add_sampler_arguments(parser: argparse.ArgumentParser) -> None:
         kind, _ = _annotation_parser(field.type)
         default = field.default
         if kind is bool:
-            group.add_argument(flag, dest=f"sampler_{field.name}", default=None,
-                               action=argparse.BooleanOptionalAction,
-                               help=f"(default {default})")
+            group.add_argument(
+                flag,
+                dest=f"sampler_{field.name}",
+                default=None,
+                action=argparse.BooleanOptionalAction,
+                help=f"(default {default})",
+            )
         else:
-            group.add_argument(flag, dest=f"sampler_{field.name}", type=kind, default=None,
-                               metavar=field.name.upper(), help=f"(default {default})")
+            group.add_argument(
+                flag,
+                dest=f"sampler_{field.name}",
+                type=kind,
+                default=None,
+                metavar=field.name.upper(),
+                help=f"(default {default})",
+            )
+
+
+def add_mixing_arguments(parser: argparse.ArgumentParser) -> None:
+    """--lambda / --base-split: FIX-ML's tau_BN(lambda) episodes (novel classes from --split)."""
+    parser.add_argument(
+        "--lambda",
+        dest="mix_lambda",
+        type=float,
+        default=None,
+        metavar="LAMBDA",
+        help="mix base and novel classes: each class is novel (from --split) with probability "
+        "LAMBDA in [0, 1], else base (from --base-split); FIX-ML section 4.2",
+    )
+    parser.add_argument(
+        "--base-split", default="train", help="base classes for --lambda (default train)"
+    )
 
 
 def sampler_config_from_args(args: argparse.Namespace) -> Any:
-    """SamplerConfig from the options given on the command line (others keep defaults)."""
+    """SamplerConfig from the options given on the command line (others keep defaults); with
+    --lambda and no --mode, fixed 5-way 5-shot 15-query episodes as in FIX-ML."""
     from episodes.sampler_config import SamplerConfig
 
     values = {
@@ -450,6 +615,8 @@ def sampler_config_from_args(args: argparse.Namespace) -> Any:
         for f in dataclasses.fields(SamplerConfig)
         if getattr(args, f"sampler_{f.name}", None) is not None
     }
+    if getattr(args, "mix_lambda", None) is not None:
+        values.setdefault("mode", "fixed")
     return SamplerConfig(**values)
 
 
@@ -501,7 +668,7 @@ def format_statistics(stats: Any, prefix: str = "") -> list[str]:
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float | np.floating):
-        return f"{value:.3f}"
+        return f"{int(value)}" if float(value).is_integer() else f"{value:.2f}"
     if isinstance(value, list | tuple) and len(value) > 12:
         return f"[{', '.join(_fmt(v) for v in value[:12])}, ...] ({len(value)} values)"
     return str(value)
@@ -512,11 +679,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m episodes.read",
         description="Sample and read episodes of converted datasets; print a summary of each.",
     )
-    parser.add_argument("--dataset", action="append", required=True,
-                        help="converted dataset folder (repeat for multi-source episodes)")
+    parser.add_argument(
+        "--dataset",
+        action="append",
+        required=True,
+        help="converted dataset folder (repeat for multi-source episodes)",
+    )
     parser.add_argument("--split", required=True, help="train, valid or test")
-    parser.add_argument("--split-file", help="split JSON (train/valid/test class names) "
-                        "overriding the spec's splits")
+    add_mixing_arguments(parser)
+    parser.add_argument(
+        "--split-file",
+        help="split JSON (train/valid/test class names) overriding the spec's splits",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--episodes", type=int, default=5, help="episodes to read and print")
     parser.add_argument("--start", type=int, default=0, help="first episode index")
@@ -525,14 +699,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=2, help="decoding threads (0: inline)")
     parser.add_argument("--decoded-cache", default="auto", choices=CACHE_MODES)
     parser.add_argument("--cache-root", help="folder holding decoded caches, if not in dataset")
-    parser.add_argument("--index-cache-dir", help="where to keep built .index files when the "
-                        "dataset folder is read-only")
-    parser.add_argument("--save-grid", metavar="FILE.png",
-                        help="write a picture of one episode's support and query images")
-    parser.add_argument("--grid-episode", type=int, default=None,
-                        help="episode index for --save-grid (default: --start)")
-    parser.add_argument("--stats", type=int, default=0, metavar="N",
-                        help="print distribution statistics of N episode descriptions")
+    parser.add_argument(
+        "--index-cache-dir",
+        help="where to keep built .index files when the dataset folder is read-only",
+    )
+    parser.add_argument(
+        "--save-grid",
+        metavar="FILE.png",
+        help="write a picture of one episode's support and query images",
+    )
+    parser.add_argument(
+        "--grid-episode",
+        type=int,
+        default=None,
+        help="episode index for --save-grid (default: --start)",
+    )
+    parser.add_argument(
+        "--stats",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print distribution statistics of N episode descriptions",
+    )
     add_sampler_arguments(parser)
     return parser
 
@@ -544,17 +732,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = sampler_config_from_args(args)
         reader = EpisodeReader(
-            args.dataset, args.split, config, args.seed, image_size=args.image_size,
-            dtype=args.dtype, num_threads=args.threads, decoded_cache=args.decoded_cache,
-            cache_root=args.cache_root, index_cache_dir=args.index_cache_dir,
+            args.dataset,
+            args.split,
+            config,
+            args.seed,
+            image_size=args.image_size,
+            dtype=args.dtype,
+            num_threads=args.threads,
+            decoded_cache=args.decoded_cache,
+            cache_root=args.cache_root,
+            index_cache_dir=args.index_cache_dir,
             split_file=args.split_file,
+            mix_lambda=args.mix_lambda,
+            base_split=args.base_split,
         )
     except (ValueError, OSError) as exc:  # SpecError, SamplerError, ReaderError, ...
         raise SystemExit(f"error: {exc}") from None
     with reader:
-        print(f"datasets: {', '.join(f'{s.name} ({s.root})' for s in reader.specs)}  "
-              f"split={reader.split.value}  seed={args.seed}  "
-              f"decoded cache: {'yes' if reader.uses_decoded_cache else 'no'}")
+        print(
+            f"datasets: {', '.join(f'{s.name} ({s.root})' for s in reader.specs)}  "
+            f"split={reader.split.value}  seed={args.seed}  "
+            f"decoded cache: {'yes' if reader.uses_decoded_cache else 'no'}"
+        )
         print(f"sampler: {describe_config(config)}")
         t0 = time.perf_counter()
         for episode_index in range(args.start, args.start + args.episodes):
@@ -563,9 +762,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             episode = reader.read(description)
             took = (time.perf_counter() - tic) * 1e3
             print(format_episode(description, reader.spec(description.source)))
-            print(f"  arrays: support {episode.support_images.shape} query "
-                  f"{episode.query_images.shape} {episode.support_images.dtype}  "
-                  f"read in {took:.1f} ms")
+            print(
+                f"  arrays: support {episode.support_images.shape} query "
+                f"{episode.query_images.shape} {episode.support_images.dtype}  "
+                f"read in {took:.1f} ms"
+            )
         if args.episodes:
             rate = args.episodes / max(time.perf_counter() - t0, 1e-9)
             print(f"{args.episodes} episodes ({rate:.1f} episodes/s including printing)")
@@ -592,8 +793,10 @@ def _print_stats(reader: EpisodeReader, start: int, count: int) -> None:
         if now - last > 5:
             done = i - start + 1
             rate = done / (now - t0)
-            print(f"  described {done}/{count} ({rate:.0f}/s, ETA {(count - done) / rate:.0f} s)",
-                  file=sys.stderr)
+            print(
+                f"  described {done}/{count} ({rate:.0f}/s, ETA {(count - done) / rate:.0f} s)",
+                file=sys.stderr,
+            )
             last = now
     took = time.perf_counter() - t0
     print(f"statistics of {count} episodes (described in {took:.2f} s, {count / took:.0f}/s):")

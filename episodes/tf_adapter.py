@@ -57,8 +57,16 @@ def make_tf_dataset(
         )
 
     def as_dict(index):
-        out_types = [image_dtype, tf.int64, tf.int64, image_dtype, tf.int64, tf.int64,
-                     tf.string, tf.string]
+        out_types = [
+            image_dtype,
+            tf.int64,
+            tf.int64,
+            image_dtype,
+            tf.int64,
+            tf.int64,
+            tf.string,
+            tf.string,
+        ]
         values = tf.numpy_function(read, [index], out_types, stateful=False)
         s_img, s_lab, s_ids, q_img, q_lab, q_ids, source, split_name = values
         for images in (s_img, q_img):

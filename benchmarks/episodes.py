@@ -1,0 +1,387 @@
+"""Episode reader throughput and memory, printed as ratios measured in the same run.
+
+    python benchmarks/episodes.py [--seconds 4] [--threads 2] [--json FILE]
+
+1. Variable episodes from JPEG records (50 classes x 100 JPEG 84x84, synthetic): episodes/s
+   and images/s of EpisodeReader against a plain single-thread loop that decodes the same
+   images (bytes already in memory) with the same decoder: the decode bound. Target >= 0.85.
+2. The same dataset with the decoded cache: variable episodes/s (target >= 100) and fixed
+   5-way 5-shot 15-query episodes/s (target >= 2,500), uint8 arrays.
+3. The sampler alone on the reference ILSVRC-2012 spec (train split, DAG): descriptions/s
+   (target >= 5,000).
+4. Peak RSS of a process reading variable episodes over the ILSVRC spec's 1,000 classes
+   (synthetic 128x128 JPEG records, 20 per class): target under 500 MB.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this folder comes first on sys.path and this file would shadow the
+# `episodes` package: drop it.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from episodes.dataset_spec import DatasetSpec, Split, load_spec  # noqa: E402
+from episodes.decoded_cache import write_decoded_cache  # noqa: E402
+from episodes.example_proto import encode_image_example  # noqa: E402
+from episodes.image_decode import decode_image  # noqa: E402
+from episodes.read import EpisodeReader  # noqa: E402
+from episodes.record_index import RecordIndex, index_path_for, write_index  # noqa: E402
+from episodes.sampler import EpisodeSampler, SamplerConfig  # noqa: E402
+from episodes.tfrecord_io import write_records  # noqa: E402
+
+REFERENCE_SPECS = Path(__file__).resolve().parents[1].parent / "shared" / "reference-data"
+ILSVRC_SPEC_NAME = "meta-dataset/dataset_specs/ilsvrc_2012_dataset_spec.json"
+
+
+def synthetic_jpeg(rng: np.random.Generator, side: int, seed: int) -> bytes:
+    """A smooth colour field with texture: compresses like a photo (a few KB at 84x84)."""
+    y, x = np.mgrid[0:side, 0:side].astype(np.float32) / side
+    phase = rng.uniform(0, 6.28, size=3)
+    freq = rng.uniform(1, 6, size=3)
+    channels = [127 + 100 * np.sin(freq[c] * (x + (c + 1) * y) * 3.14 + phase[c]) for c in range(3)]
+    array = np.stack(channels, -1) + rng.normal(0, 12, size=(side, side, 3))
+    buffer = io.BytesIO()
+    Image.fromarray(np.clip(array, 0, 255).astype(np.uint8)).save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def write_class(folder: Path, class_id: int, images: list[bytes]) -> None:
+    path = folder / f"{class_id}.tfrecords"
+    offsets = write_records(str(path), [encode_image_example(b, class_id) for b in images])
+    write_index(
+        RecordIndex(np.asarray(offsets, np.uint64), path.stat().st_size), index_path_for(path)
+    )
+
+
+def make_flat_dataset(folder: Path, classes: int = 50, per_class: int = 100) -> DatasetSpec:
+    """50 classes x 100 JPEG 84x84 records, every class in the test split."""
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True)
+    for c in range(classes):
+        write_class(folder, c, [synthetic_jpeg(rng, 84, c * 1000 + k) for k in range(per_class)])
+    spec = DatasetSpec(
+        name="bench_jpeg",
+        class_names=[f"class_{c:02d}" for c in range(classes)],
+        images_per_class=[per_class] * classes,
+        split_classes={Split.TRAIN: [], Split.VALID: [], Split.TEST: list(range(classes))},
+        image_format="jpeg",
+    )
+    spec.save(folder)
+    return load_spec(folder)
+
+
+def make_ilsvrc_dataset(folder: Path, per_class: int = 20, side: int = 128) -> Path:
+    """The reference ILSVRC spec (1,000 classes, its DAG) over synthetic records."""
+    reference = load_spec(REFERENCE_SPECS / ILSVRC_SPEC_NAME)
+    rng = np.random.default_rng(1)
+    pool = [synthetic_jpeg(rng, side, k) for k in range(64)]
+    folder.mkdir(parents=True)
+    for c in range(reference.num_classes):
+        write_class(folder, c, [pool[(c * 7 + k) % len(pool)] for k in range(per_class)])
+    spec = dataclasses.replace(
+        reference,
+        images_per_class=[per_class] * reference.num_classes,
+        root=None,
+        provenance={"benchmark": "synthetic records over the reference ILSVRC-2012 spec"},
+    )
+    spec.save(folder)
+    return folder
+
+
+def timed(fn, seconds: float, repeats: int = 2) -> tuple[float, int]:
+    """Best (largest) units/s of `fn(deadline) -> units` over `repeats` runs."""
+    best = (0.0, 0)
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        units = fn(t0 + seconds)
+        rate = units / (time.perf_counter() - t0)
+        if rate > best[0]:
+            best = (rate, units)
+    return best
+
+
+def reader_rate(reader: EpisodeReader, start: int, count: int) -> tuple[float, float]:
+    """(episodes/s, images/s) reading episodes start..start+count-1."""
+    t0 = time.perf_counter()
+    images = 0
+    for episode in reader.episodes(start, count):
+        images += len(episode.support_images) + len(episode.query_images)
+    took = time.perf_counter() - t0
+    return count / took, images / took
+
+
+def bench_jpeg(spec: DatasetSpec, seconds: float, threads: int, block: int = 3) -> dict:
+    """Reader against the decode loop on the same images, interleaved block by block (a few
+    episodes each) so that both see the same machine load."""
+    reader = EpisodeReader(
+        spec.root, "test", SamplerConfig(), 0, num_threads=threads, decoded_cache="never"
+    )
+    list(reader.episodes(10_000, 3))  # warm-up: page cache, thread pool
+    pool = ThreadPoolExecutor(max(1, threads))
+    times = {"reader": 0.0, "loop": 0.0, "pool": 0.0}
+    images = episodes = 0
+    deadline = time.perf_counter() + seconds
+    start = 0
+    while time.perf_counter() < deadline or episodes < 10:
+        encoded = []
+        for i in range(start, start + block):
+            support, query = reader.encoded_images(reader.describe(i))
+            encoded.extend(support + query)
+        t0 = time.perf_counter()
+        for _ in reader.episodes(start, block):
+            pass
+        t1 = time.perf_counter()
+        for data in encoded:
+            decode_image(data, 84)
+        t2 = time.perf_counter()
+        list(pool.map(lambda d: decode_image(d, 84), encoded, chunksize=32))
+        t3 = time.perf_counter()
+        times["reader"] += t1 - t0
+        times["loop"] += t2 - t1
+        times["pool"] += t3 - t2
+        images += len(encoded)
+        episodes += block
+        start += block
+    pool.shutdown()
+    reader.close()
+    return {
+        "episodes": episodes,
+        "images": images,
+        "episodes_per_s": episodes / times["reader"],
+        "images_per_s": images / times["reader"],
+        "decode_loop_images_per_s": images / times["loop"],
+        "decode_loop_episodes_per_s": episodes / times["loop"],
+        "ratio_to_decode_loop": times["loop"] / times["reader"],
+        f"decode_{threads}_threads_images_per_s": images / times["pool"],
+        f"ratio_to_{threads}_thread_decode": times["pool"] / times["reader"],
+    }
+
+
+def bench_cache(spec: DatasetSpec, seconds: float, threads: int) -> dict:
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        write_decoded_cache(spec, 84, map_fn=pool.map)
+    write_s = time.perf_counter() - t0
+    out = {"cache_write_s": write_s}
+    for name, config in (("variable", SamplerConfig()), ("fixed_5w5s15q", SamplerConfig.fixed())):
+        reader = EpisodeReader(
+            spec.root, "test", config, 0, num_threads=threads, decoded_cache="always"
+        )
+        list(reader.episodes(50_000, 20))  # warm the memory maps
+
+        def run(deadline: float, reader=reader) -> int:
+            done = 0
+            for _ in reader.episodes(done, None):
+                done += 1
+                if done % 16 == 0 and time.perf_counter() > deadline:
+                    break
+            return done
+
+        rate, _ = timed(run, seconds / 2)
+        out[f"{name}_episodes_per_s"] = rate
+        reader.close()
+    return out
+
+
+def bench_sampler(seconds: float) -> dict:
+    spec = load_spec(REFERENCE_SPECS / ILSVRC_SPEC_NAME)
+    out = {}
+    for split in ("train", "test"):
+        sampler = EpisodeSampler(spec, split, SamplerConfig(), 0)
+
+        def run(deadline: float, sampler=sampler) -> int:
+            i = 0
+            while True:
+                sampler.episode(i)
+                i += 1
+                if i % 64 == 0 and time.perf_counter() > deadline:
+                    return i
+
+        out[f"ilsvrc_{split}_descriptions_per_s"] = timed(run, seconds / 2)[0]
+    return out
+
+
+def rss_child(folder: str, episodes: int) -> None:
+    """Read `episodes` variable episodes of the train split; print peak and baseline RSS."""
+
+    def status(key: str) -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    reader = EpisodeReader(
+        folder, "train", SamplerConfig(), 0, num_threads=2, decoded_cache="never"
+    )
+    baseline = status("VmRSS")
+    images = 0
+    max_files = 0
+    t0 = time.perf_counter()
+    for episode in reader.episodes(0, episodes):
+        images += len(episode.support_images) + len(episode.query_images)
+        max_files = max(max_files, reader.open_files)
+    took = time.perf_counter() - t0
+    classes = sum(len(s.records._indexes) for s in reader._sources.values())
+    print(
+        json.dumps(
+            {
+                "peak_rss_bytes": status("VmHWM"),
+                "baseline_rss_bytes": baseline,
+                "episodes": episodes,
+                "images": images,
+                "classes_touched": classes,
+                "max_open_files": max_files,
+                "episodes_per_s": episodes / took,
+            }
+        )
+    )
+
+
+def bench_rss(workdir: Path, episodes: int) -> dict:
+    folder = make_ilsvrc_dataset(workdir / "ilsvrc_synthetic")
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    result = subprocess.run(
+        [sys.executable, __file__, "--rss-child", str(folder), "--rss-episodes", str(episodes)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _spin(n: int) -> None:
+    x = 0
+    for i in range(n):
+        x += i
+
+
+def effective_cores(work: int = 3_000_000) -> float:
+    """How many CPU-bound processes run in parallel right now (2.0 on an idle 2-core machine;
+    about 1 when other work or a CPU quota takes the second core)."""
+    import multiprocessing
+
+    def run(count: int) -> float:
+        procs = [multiprocessing.Process(target=_spin, args=(work,)) for _ in range(count)]
+        t0 = time.perf_counter()
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join()
+        return time.perf_counter() - t0
+
+    one = min(run(1) for _ in range(2))
+    two = min(run(2) for _ in range(2))
+    return 2 * one / two
+
+
+def report_lines(results: dict, threads: int) -> list[str]:
+    t = threads
+    lines = [
+        f"episode reader benchmark ({results['cpus']} CPUs, {t} decoding threads; load average "
+        f"{results['load_average_at_start']:.1f} at start, {results['load_average_at_end']:.1f} "
+        f"at end; effective parallel cores {results['effective_cores']:.1f})",
+    ]
+    if "jpeg" in results:
+        j = results["jpeg"]
+        lines += [
+            "1. variable episodes from JPEG records (50 classes x 100 JPEG 84x84)",
+            f"   reader            {j['episodes_per_s']:8.1f} episodes/s "
+            f"{j['images_per_s']:9.0f} img/s",
+            f"   decode loop       {j['decode_loop_episodes_per_s']:8.1f} episodes/s "
+            f"{j['decode_loop_images_per_s']:9.0f} img/s   (1 thread, bytes in memory)",
+            f"   ratio reader / decode loop = {j['ratio_to_decode_loop']:.2f}  (target >= 0.85; "
+            "measured interleaved, same images)",
+            f"   ratio reader / {t}-thread decode of the same bytes = "
+            f"{j.get(f'ratio_to_{t}_thread_decode', float('nan')):.2f}",
+        ]
+    if "cache" in results:
+        c = results["cache"]
+        lines += [
+            "2. with the decoded cache (uint8, no augmentation)",
+            f"   variable          {c['variable_episodes_per_s']:8.1f} episodes/s  (target >= 100)",
+            f"   fixed 5w 5s 15q   {c['fixed_5w5s15q_episodes_per_s']:8.1f} episodes/s  "
+            f"(target >= 2,500)   [cache written in {c['cache_write_s']:.1f} s]",
+        ]
+    if "sampler" in results:
+        s = results["sampler"]
+        lines += [
+            "3. sampler alone, reference ILSVRC-2012 spec",
+            f"   train split       {s['ilsvrc_train_descriptions_per_s']:8.0f} descriptions/s "
+            " (target >= 5,000)",
+            f"   test split        {s['ilsvrc_test_descriptions_per_s']:8.0f} descriptions/s",
+        ]
+    if "rss" in results:
+        r = results["rss"]
+        lines += [
+            "4. reader over the ILSVRC spec's 1,000 classes (synthetic 128x128 JPEG records)",
+            f"   peak RSS          {r['peak_rss_bytes'] / 2**20:8.1f} MB  (target < 500 MB; "
+            f"{r['baseline_rss_bytes'] / 2**20:.1f} MB after start-up)",
+            f"   {r['episodes']} episodes, {r['images']} images, {r['classes_touched']} classes "
+            f"touched, at most {r['max_open_files']} open record files",
+        ]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="time per measurement")
+    parser.add_argument("--threads", type=int, default=2, help="reader decoding threads")
+    parser.add_argument("--parts", default="1,2,3,4", help="which measurements (default all)")
+    parser.add_argument("--rss-episodes", type=int, default=300)
+    parser.add_argument("--json", help="also write the numbers to this JSON file")
+    parser.add_argument("--rss-child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rss_child:
+        rss_child(args.rss_child, args.rss_episodes)
+        return 0
+    parts = {p.strip() for p in args.parts.split(",")}
+    if not parts <= {"1", "2", "3", "4"}:
+        parser.error(f"--parts {args.parts!r}: expected a comma list of 1, 2, 3, 4")
+    results: dict = {
+        "cpus": os.cpu_count(),
+        "threads": args.threads,
+        "load_average_at_start": os.getloadavg()[0],
+        "effective_cores": effective_cores(),
+    }
+    with tempfile.TemporaryDirectory(prefix="bench_episodes_") as tmp:
+        workdir = Path(tmp)
+        if parts & {"1", "2"}:
+            print("writing 50 classes x 100 JPEG 84x84 records ...", flush=True)
+            spec = make_flat_dataset(workdir / "jpeg")
+        if "1" in parts:
+            results["jpeg"] = bench_jpeg(spec, args.seconds, args.threads)
+        if "2" in parts:
+            results["cache"] = bench_cache(spec, args.seconds, args.threads)
+        if "3" in parts:
+            results["sampler"] = bench_sampler(args.seconds)
+        if "4" in parts:
+            print("writing synthetic records for the ILSVRC spec's 1,000 classes ...", flush=True)
+            results["rss"] = bench_rss(workdir, args.rss_episodes)
+    results["load_average_at_end"] = os.getloadavg()[0]
+    print("\n".join(report_lines(results, args.threads)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
