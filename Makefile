@@ -42,9 +42,9 @@ RUNS   := $(DATA)/runs
 PLOTS  := $(DATA)/plots
 EMB    := $(DATA)/embeddings/omniglot_cnn4.npz
 # Demo sizes: a few minutes of CPU training; raise them for real experiments.
-TRAIN_STEPS ?= 150
-EVAL_EPISODES ?= 60
-FT_EPISODES ?= 30
+TRAIN_STEPS ?= 100
+EVAL_EPISODES ?= 50
+FT_EPISODES ?= 20
 
 demo: venv system-deps demo-data demo-episodes demo-splits demo-learners
 	@echo
