@@ -265,6 +265,27 @@ class DecodedCache:
         # mode="clip" (bounds checked above) avoids numpy's buffered copy of mode="raise".
         np.take(arr, np.asarray(records, dtype=np.intp), axis=0, out=out, mode="clip")
 
+    def gather_many(
+        self, pieces: Sequence[tuple[int, Sequence[int], int]], out: np.ndarray
+    ) -> None:
+        """For each (class id, records, first row): copy those rows of the class into
+        out[first : first + len(records)] (one `take` per piece, straight into `out`)."""
+        for class_id, records, first in pieces:
+            if not records:
+                continue
+            arr = self._maps.get(class_id)  # a hit without the lock (LRU order is a hint)
+            if arr is None:
+                arr = self.array(class_id)
+            if min(records) < 0 or max(records) >= arr.shape[0]:
+                self.gather(class_id, records, out[first : first + len(records)])  # the error
+            # mode="clip" (bounds checked above) avoids numpy's buffered copy of mode="raise".
+            arr.take(
+                np.array(records, dtype=np.intp),
+                axis=0,
+                out=out[first : first + len(records)],
+                mode="clip",
+            )
+
     @property
     def open_maps(self) -> int:
         return len(self._maps)

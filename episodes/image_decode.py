@@ -11,6 +11,9 @@ decodes and resamples, so a thread pool decodes in parallel.
 from __future__ import annotations
 
 import io
+import os
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 
@@ -32,8 +35,13 @@ def _open_rgb(data: bytes, size: int | None) -> Image.Image:
     try:
         image = Image.open(io.BytesIO(data), formats=_FORMATS)
         if size is not None and image.format == "JPEG":
-            image.draft("RGB", (size, size))
-        image = image.convert("RGB")  # also forces the full decode
+            width, height = image.size
+            if width >= 2 * size and height >= 2 * size:  # else draft would keep scale 1
+                image.draft("RGB", (size, size))
+        if image.mode == "RGB":
+            image.load()  # decode in place: convert("RGB") would only copy the pixels
+        else:
+            image = image.convert("RGB")  # also forces the full decode
     except Exception as exc:  # Pillow raises many types for bad bytes
         raise ImageDecodeError(f"not a decodable image ({type(exc).__name__}: {exc})") from None
     if size is not None and image.size != (size, size):
@@ -50,7 +58,8 @@ def decode_image(data: bytes, size: int | None = 84) -> np.ndarray:
 
 def decode_image_into(data: bytes, out: np.ndarray) -> None:
     """Decode and resize into a preallocated (S, S, 3) uint8 array."""
-    out[...] = np.asarray(_open_rgb(data, out.shape[0]))
+    pixels = _open_rgb(data, out.shape[0]).tobytes()  # packed RGB rows, as np.asarray copies
+    out[...] = np.frombuffer(pixels, np.uint8).reshape(out.shape)
 
 
 def scale_images(
@@ -148,3 +157,101 @@ def decode_images(
 
     wait_all(submit_chunks(fill, len(images), executor, workers))
     return out
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
+        return os.cpu_count() or 1
+
+
+class ParallelismGauge:
+    """Decides, batch by batch, whether a thread pool decodes faster than the calling thread.
+
+    Pillow holds the GIL while it parses headers, so for small images (and on one free core:
+    a CPU quota, or other processes on the others) worker threads can be slower than decoding
+    inline. Both ways are timed: inline batches by their duration, pool batches by images per
+    second of wall time during which any of their chunks ran (time the caller spends between
+    episodes is not counted). Each way first runs a probe of `window` batches; then the faster
+    one runs `backoff` batches before the other is probed again (`backoff` doubles after each
+    probe that loses, up to `max_backoff`, and resets when a probe wins)."""
+
+    def __init__(self, workers: int, window: int = 1, backoff: int = 16, max_backoff: int = 256):
+        self.enabled = workers >= 1 and usable_cores() >= 2
+        self.window = window
+        self.first_backoff = backoff
+        self.max_backoff = max_backoff
+        self.backoff = backoff
+        self.rates: dict[str, float] = {}  # "inline" / "pool" -> images per second, last stretch
+        self.mode = "pool"
+        self._probe = True
+        self._left = window  # batches left in the current stretch
+        self._spans: list[tuple[float, float, int]] = []  # pool chunks: start, end, images
+        self._inline: list[tuple[float, float, int]] = []  # inline batches: start, end, images
+        self._lock = threading.Lock()
+
+    def use_pool(self) -> bool:
+        """Whether the next batch goes to the pool."""
+        if not self.enabled:
+            return False
+        with self._lock:
+            if self._left <= 0:
+                self._next_stretch()
+            self._left -= 1
+            return self.mode == "pool"
+
+    def inline_batch(self, images: int, start: float, end: float) -> None:
+        """An inline batch of `images` ran from `start` to `end` (time.perf_counter)."""
+        self._inline.append((start, end, images))
+
+    def timed(self, run: Callable[[], None], images: int) -> Callable[[], None]:
+        """`run` (decoding `images` images) recording its start and end."""
+        spans = self._spans
+
+        def timed_run() -> None:
+            t0 = time.perf_counter()
+            run()
+            spans.append((t0, time.perf_counter(), images))
+
+        return timed_run
+
+    def _rate_of_stretch(self) -> float | None:
+        if self.mode == "inline":  # batches that overlapped late pool chunks are not counted
+            late = self._spans
+            alone = [
+                (b - a, n) for a, b, n in self._inline if not any(s < b and e > a for s, e, _ in late)
+            ]
+            seconds = sum(t for t, _ in alone)
+            return sum(n for _, n in alone) / seconds if seconds > 0 else None
+        spans = sorted(self._spans)
+        busy, end = 0.0, float("-inf")
+        for start, stop, _ in spans:  # length of the union of the chunks' intervals
+            if stop > end:
+                busy += stop - max(start, end)
+                end = stop
+        return sum(n for _, _, n in spans) / busy if busy > 0 else None
+
+    def _next_stretch(self) -> None:  # with the lock held
+        ran = self.mode
+        other = "inline" if ran == "pool" else "pool"
+        rate = self._rate_of_stretch()
+        if rate is None and self._probe:  # nothing measured yet: extend the probe
+            self._left = self.window
+            return
+        if rate is not None:
+            self.rates[ran] = rate
+        if other not in self.rates:
+            self.mode, self._probe, self._left = other, True, self.window
+        elif self._probe:
+            best = max(("pool", "inline"), key=lambda m: self.rates.get(m, 0.0))
+            if best == ran:
+                self.backoff = self.first_backoff
+            else:
+                self.backoff = min(2 * self.backoff, self.max_backoff)
+            self.mode, self._probe, self._left = best, False, self.backoff
+        else:
+            self.mode, self._probe, self._left = other, True, self.window
+        self._spans.clear()
+        self._inline.clear()

@@ -40,10 +40,11 @@ from episodes.episode import EpisodeDescription
 from episodes.example_proto import ExampleDecodeError, decode_image_example
 from episodes.image_decode import (
     ImageDecodeError,
+    ParallelismGauge,
     Task,
+    chunk_ranges,
     decode_image_into,
     scale_images,
-    submit_chunks,
     submit_jobs,
     wait_all,
 )
@@ -245,6 +246,32 @@ class _Source:
                 ) from exc
         return image
 
+    def decode_rows(self, rows: Sequence[tuple[int, int, int]], images: np.ndarray) -> None:
+        """Decode (row, class id, record) triples into images[row], reading each class's
+        records together (`RecordReader.read_payloads`)."""
+        by_class: dict[int, list[tuple[int, int]]] = {}
+        for row, class_id, k in rows:
+            by_class.setdefault(class_id, []).append((row, k))
+        for class_id, items in by_class.items():
+            ks = [k for _, k in items]
+            try:
+                payloads = self.records.read_payloads(class_id, ks)
+            except IndexError:
+                for k in ks:  # the record out of range, with encoded()'s message
+                    self.encoded(class_id, k)
+                raise
+            for (row, k), payload in zip(items, payloads):
+                image = image_of_record(payload)
+                if image is None:
+                    image = self.encoded(class_id, k)
+                try:
+                    decode_image_into(image, images[row])
+                except ImageDecodeError as exc:
+                    raise CorruptRecordError(
+                        f"corrupt record: file {self.records.records_path(class_id)}, "
+                        f"class {class_id}, record {k}: {exc}"
+                    ) from None
+
     def decode_into(self, class_id: int, k: int, out: np.ndarray) -> None:
         image = self.encoded(class_id, k)
         try:
@@ -274,8 +301,11 @@ class EpisodeReader:
     `config` is an `episodes.sampler.SamplerConfig`; `sampler` may replace the default sampler
     with any object whose `.episode(i)` returns an EpisodeDescription (e.g. a FIX-ML pool
     sampler). `decoded_cache`: "auto" uses a cache when one matches, "always" requires one,
-    "never" always decodes records. `num_threads=0` decodes inline. `mix_lambda` (with
-    `base_split`) samples FIX-ML's base/novel mixture instead (see `make_sampler`).
+    "never" always decodes records. `num_threads` is at most that many decoding threads: the
+    pool is used only while it measurably runs in parallel (`ParallelismGauge`; on one free
+    core threads are slower than inline decoding); `num_threads=0` always decodes inline.
+    `mix_lambda` (with `base_split`) samples FIX-ML's base/novel mixture instead (see
+    `make_sampler`).
     """
 
     def __init__(
@@ -351,6 +381,7 @@ class EpisodeReader:
         self._executor: ThreadPoolExecutor | None = None
         self._executor_pid: int | None = None
         self._executor_lock = threading.Lock()
+        self._gauge = ParallelismGauge(num_threads)
 
     def _find_cache(self, spec, mode, cache_root, max_open) -> DecodedCache | None:
         if mode == "never":
@@ -407,7 +438,7 @@ class EpisodeReader:
         source = self._source(description.source)
         size = self.image_size
         total = description.support_size + description.query_size
-        images = np.empty((total, size, size, 3), dtype=np.uint8)
+        images = np.empty((total, size, size, 3), np.uint8)
         pool = self._pool()
         if source.cache is not None:
             cache = source.cache
@@ -419,8 +450,7 @@ class EpisodeReader:
                     start += len(records)
 
             def gather(group: Sequence[tuple[int, Sequence[int], int]]) -> None:
-                for class_id, records, first in group:
-                    cache.gather(class_id, records, images[first : first + len(records)])
+                cache.gather_many(group, images)
 
             if pool is None or not pipelined or images.nbytes < POOL_GATHER_BYTES:
                 gather(pieces)  # small copies: a thread hand-off would cost more than it saves
@@ -430,17 +460,24 @@ class EpisodeReader:
             groups = _balanced_groups(pieces, total, self.num_threads)
             jobs = [functools.partial(gather, g) for g in groups]
             return _InFlight(description, images, submit_jobs(pool, jobs))
-        rows: list[tuple[int, int]] = []
+        rows: list[tuple[int, int, int]] = []  # (row, class id, record)
         for groups in (description.support, description.query):
             for class_id, records in zip(description.class_ids, groups):
-                rows.extend((class_id, k) for k in records)
-
-        def fill(i: int) -> None:
-            class_id, k = rows[i]
-            source.decode_into(class_id, k, images[i])
-
-        futures = submit_chunks(fill, len(rows), pool, self.num_threads)
-        return _InFlight(description, images, futures)
+                row = len(rows)
+                rows.extend((row + i, class_id, k) for i, k in enumerate(records))
+        if pool is None or not self._gauge.use_pool():
+            t0 = time.perf_counter()
+            source.decode_rows(rows, images)
+            self._gauge.inline_batch(len(rows), t0, time.perf_counter())
+            return _InFlight(description, images, None)
+        jobs = [
+            self._gauge.timed(
+                functools.partial(source.decode_rows, rows[chunk.start : chunk.stop], images),
+                len(chunk),
+            )
+            for chunk in chunk_ranges(len(rows), 4 * self.num_threads)
+        ]
+        return _InFlight(description, images, submit_jobs(pool, jobs))
 
     def _finish(self, flight: _InFlight) -> Episode:
         wait_all(flight.futures)
