@@ -21,7 +21,9 @@ import numpy as np
 from episodes.dataset_spec import Split, load_spec
 from episodes.sampler import EpisodeSampler, SamplerConfig
 
-DEFAULT_SPECS = Path("/work/shared/reference-data/meta-dataset/dataset_specs")
+DEFAULT_SPECS = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "reference-data" / "meta-dataset" / "dataset_specs"
+)
 
 
 def _rate(count: int, seconds: float) -> float:

@@ -11,15 +11,16 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-REFERENCE_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "reference-data" / "meta-dataset"
-if not REFERENCE_DATA.exists():  # CI clones next to shared/ as well; allow an override
-    REFERENCE_DATA = Path(os.environ.get("FEWSHOT_REFERENCE_DATA", "/work/shared/reference-data/meta-dataset"))
+# The project's shared/ folder (papers, reference data) sits beside the repository checkout;
+# FEWSHOT_SHARED overrides it.
+SHARED = Path(os.environ.get("FEWSHOT_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+REFERENCE_DATA = SHARED / "reference-data" / "meta-dataset"
 
 
 @pytest.fixture(scope="session")
 def reference_data() -> Path:
     if not REFERENCE_DATA.exists():
-        pytest.fail(f"reference data not found at {REFERENCE_DATA} (set FEWSHOT_REFERENCE_DATA)")
+        pytest.fail(f"reference data not found at {REFERENCE_DATA} (set FEWSHOT_SHARED)")
     return REFERENCE_DATA
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +16,9 @@ from episodes.imagenet_nodes import (
     uncovered_leaves,
 )
 from episodes.sampler import EpisodeSampler, SamplerConfig
+from tests.conftest import REFERENCE_DATA
 
-SPECS = Path("/work/shared/reference-data/meta-dataset/dataset_specs")
+SPECS = REFERENCE_DATA / "dataset_specs"
 pytestmark = pytest.mark.skipif(not SPECS.is_dir(), reason="reference specs not available")
 
 

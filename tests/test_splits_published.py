@@ -1,7 +1,6 @@
 """Published split files: the ATG paper's tables and Meta-Dataset's splits."""
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,10 @@ from splits.index_conventions import (
 )
 from splits.published import PUBLISHED_DIR, list_published, load_published
 from splits.published_tables import TableParseError, parse_tables
+from tests.conftest import REFERENCE_DATA, SHARED
 
-PAPER = Path("/work/shared/papers/atg-arnold-sha.txt")
-REFERENCE = Path("/work/shared/reference-data/meta-dataset")
+PAPER = SHARED / "papers" / "atg-arnold-sha.txt"
+REFERENCE = REFERENCE_DATA
 EXPECTED_COUNTS = {
     "cifar100": (60, 20, 20),
     "mini_imagenet": (60, 20, 20),
