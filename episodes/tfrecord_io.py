@@ -76,8 +76,12 @@ def unframe_record(frame: bytes | memoryview, where: str = "record") -> bytes:
     return bytes(payload)
 
 
-def iter_record_offsets(stream: BinaryIO, where: str = "file") -> Iterator[tuple[int, bytes]]:
-    """Yield (offset, payload) for every record of an open file, verifying both CRCs."""
+def iter_frames(stream: BinaryIO, where: str = "file") -> Iterator[tuple[int, bytes, bool]]:
+    """Yield (offset, payload, payload CRC ok) for every record of an open file.
+
+    A broken frame (truncated, or a length whose CRC fails) ends the stream with
+    RecordCorruptError: nothing after it can be located. A payload whose CRC fails is still
+    delimited, so it is yielded with ok=False and the caller decides (raise, or count it)."""
     offset = stream.tell()
     index = 0
     while True:
@@ -95,13 +99,19 @@ def iter_record_offsets(stream: BinaryIO, where: str = "file") -> Iterator[tuple
             raise RecordCorruptError(f"{where}: record {index} at byte {offset}: truncated payload")
         payload = body[:length]
         (payload_crc,) = _CRC.unpack(body[length:])
-        if masked_crc32c(payload) != payload_crc:
+        yield offset, payload, masked_crc32c(payload) == payload_crc
+        offset += length + FRAME_OVERHEAD
+        index += 1
+
+
+def iter_record_offsets(stream: BinaryIO, where: str = "file") -> Iterator[tuple[int, bytes]]:
+    """Yield (offset, payload) for every record of an open file, verifying both CRCs."""
+    for index, (offset, payload, ok) in enumerate(iter_frames(stream, where)):
+        if not ok:
             raise RecordCorruptError(
                 f"{where}: record {index} at byte {offset}: payload CRC mismatch"
             )
         yield offset, payload
-        offset += length + FRAME_OVERHEAD
-        index += 1
 
 
 def iter_records(path: str) -> Iterator[bytes]:

@@ -20,28 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-SUPERCLASSES = {
-    "aquatic_mammals": ["beaver", "dolphin", "otter", "seal", "whale"],
-    "fish": ["aquarium_fish", "flatfish", "ray", "shark", "trout"],
-    "flowers": ["orchid", "poppy", "rose", "sunflower", "tulip"],
-    "food_containers": ["bottle", "bowl", "can", "cup", "plate"],
-    "fruit_and_vegetables": ["apple", "mushroom", "orange", "pear", "sweet_pepper"],
-    "household_electrical_devices": ["clock", "keyboard", "lamp", "telephone", "television"],
-    "household_furniture": ["bed", "chair", "couch", "table", "wardrobe"],
-    "insects": ["bee", "beetle", "butterfly", "caterpillar", "cockroach"],
-    "large_carnivores": ["bear", "leopard", "lion", "tiger", "wolf"],
-    "large_man-made_outdoor_things": ["bridge", "castle", "house", "road", "skyscraper"],
-    "large_natural_outdoor_scenes": ["cloud", "forest", "mountain", "plain", "sea"],
-    "large_omnivores_and_herbivores": ["camel", "cattle", "chimpanzee", "elephant", "kangaroo"],
-    "medium_mammals": ["fox", "porcupine", "possum", "raccoon", "skunk"],
-    "non-insect_invertebrates": ["crab", "lobster", "snail", "spider", "worm"],
-    "people": ["baby", "boy", "girl", "man", "woman"],
-    "reptiles": ["crocodile", "dinosaur", "lizard", "snake", "turtle"],
-    "small_mammals": ["hamster", "mouse", "rabbit", "shrew", "squirrel"],
-    "trees": ["maple_tree", "oak_tree", "palm_tree", "pine_tree", "willow_tree"],
-    "vehicles_1": ["bicycle", "bus", "motorcycle", "pickup_truck", "train"],
-    "vehicles_2": ["lawn_mower", "rocket", "streetcar", "tank", "tractor"],
-}
+from splits.index_conventions import CIFAR100_SUPERCLASS_MEMBERS
+
+SUPERCLASSES = CIFAR100_SUPERCLASS_MEMBERS  # as published with the dataset
 FINE_NAMES = sorted(n for names in SUPERCLASSES.values() for n in names)
 COARSE_NAMES = sorted(SUPERCLASSES)
 COARSE_OF = {f: COARSE_NAMES.index(c) for c, names in SUPERCLASSES.items() for f in names}

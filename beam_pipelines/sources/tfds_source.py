@@ -22,7 +22,6 @@ Choices:
 from __future__ import annotations
 
 import argparse
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,7 +41,7 @@ from beam_pipelines.sources.fraction_split import (
 )
 from episodes.dataset_spec import Split
 from episodes.example_proto import ExampleDecodeError, decode_example
-from episodes.tfrecord_io import FOOTER_SIZE, HEADER_SIZE, masked_crc32c
+from episodes.tfrecord_io import iter_frames
 
 FORMATS = ("tfrecord", "array_record")
 
@@ -55,28 +54,11 @@ def dataset_name_of(source: str | None) -> str:
 
 
 def _tfrecord_payloads(path: str) -> Iterator[tuple[bytes | None, str | None]]:
-    """(payload, None) per record, (payload or None, reason) for a record that fails its CRC;
-    stops at a broken frame (the caller rejects the records it did not get)."""
+    """(payload, None) per record, (payload, reason) for a record that fails its CRC; a broken
+    frame raises RecordCorruptError (the caller rejects the records it did not get)."""
     with open(path, "rb") as stream:
-        index = 0
-        while True:
-            header = stream.read(HEADER_SIZE)
-            if not header:
-                return
-            if len(header) < HEADER_SIZE:
-                raise ValueError(f"record {index}: truncated header")
-            (length,) = struct.unpack("<Q", header[:8])
-            if masked_crc32c(header[:8]) != struct.unpack("<I", header[8:])[0]:
-                raise ValueError(f"record {index}: length CRC mismatch")
-            body = stream.read(length + FOOTER_SIZE)
-            if len(body) < length + FOOTER_SIZE:
-                raise ValueError(f"record {index}: truncated payload")
-            payload = body[:length]
-            if masked_crc32c(payload) != struct.unpack("<I", body[length:])[0]:
-                yield payload, f"record {index}: payload CRC mismatch"
-            else:
-                yield payload, None
-            index += 1
+        for index, (_, payload, ok) in enumerate(iter_frames(stream, where=path)):
+            yield payload, None if ok else f"record {index}: payload CRC mismatch"
 
 
 def _array_record_payloads(path: str) -> Iterator[tuple[bytes | None, str | None]]:
