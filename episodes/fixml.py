@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import numpy as np
 from episodes.dataset_spec import DatasetSpec, Split
 from episodes.episode import EpisodeDescription
 from episodes.sampler import (
+    EpisodeStream,
     build_class_table,
     check_index,
     check_record_set_owner,
@@ -208,7 +209,7 @@ def check_lambda(lam: Any) -> float:
     return float(lam)
 
 
-class MixedSampler:
+class MixedSampler(EpisodeStream):
     """Episodes from tau_BN(lambda) (FIX-ML section 4.2).
 
     Each of the episode's `ways` class slots is independently novel with probability lambda
@@ -289,14 +290,6 @@ class MixedSampler:
             query=query,
         )
 
-    def descriptions(self, start: int, stop: int) -> list[EpisodeDescription]:
-        return [self.episode(i) for i in range(start, stop)]
-
-    def __iter__(self) -> Iterator[EpisodeDescription]:
-        index = 0
-        while True:
-            yield self.episode(index)
-            index += 1
 
 
 # ----------------------------------------------------------------------------------------------

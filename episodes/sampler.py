@@ -284,7 +284,26 @@ def fill_episode(
 # Samplers
 
 
-class EpisodeSampler:
+class EpisodeStream:
+    """An endless stream of episodes addressed by index; subclasses define `episode(i)`."""
+
+    def episode(self, index: int) -> EpisodeDescription:
+        raise NotImplementedError
+
+    def descriptions(self, start: int, stop: int) -> list[EpisodeDescription]:
+        """Episodes start..stop-1."""
+        return [self.episode(i) for i in range(start, stop)]
+
+    def __iter__(self) -> Iterator[EpisodeDescription]:
+        """Episodes 0, 1, 2, ... without end (a training stream)."""
+        index = 0
+        while True:
+            yield self.episode(index)
+            index += 1
+
+
+
+class EpisodeSampler(EpisodeStream):
     """Episodes of one dataset split. Validates everything once, then `.episode(i)` is cheap.
 
     pool: a FIX-ML FixedSupportPool (support of every class is its pool, query drawn from the
@@ -417,16 +436,6 @@ class EpisodeSampler:
             query=query,
         )
 
-    def descriptions(self, start: int, stop: int) -> list[EpisodeDescription]:
-        """Episodes start..stop-1."""
-        return [self.episode(i) for i in range(start, stop)]
-
-    def __iter__(self) -> Iterator[EpisodeDescription]:
-        """Episodes 0, 1, 2, ... without end (a training stream)."""
-        index = 0
-        while True:
-            yield self.episode(index)
-            index += 1
 
     def _choose_classes(self, rng: np.random.Generator) -> np.ndarray:
         cfg = self.config
@@ -477,7 +486,7 @@ def check_index(index: Any) -> None:
 # Several sources
 
 
-class MultiSourceSampler:
+class MultiSourceSampler(EpisodeStream):
     """Episodes from several datasets; each episode's source is chosen uniformly (Meta-Dataset
     section 5, "the choice of the dataset from which to sample the next episode was random
     uniform"), then the episode is that source's episode with the same index."""
@@ -514,14 +523,6 @@ class MultiSourceSampler:
     def episode(self, index: int) -> EpisodeDescription:
         return self.samplers[self.source_of(index)].episode(index)
 
-    def descriptions(self, start: int, stop: int) -> list[EpisodeDescription]:
-        return [self.episode(i) for i in range(start, stop)]
-
-    def __iter__(self) -> Iterator[EpisodeDescription]:
-        index = 0
-        while True:
-            yield self.episode(index)
-            index += 1
 
 
 # ----------------------------------------------------------------------------------------------
