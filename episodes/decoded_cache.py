@@ -247,6 +247,9 @@ class DecodedCache:
             raise DecodedCacheError(
                 f"{path}: holds {arr.dtype} {arr.shape}, expected uint8 {expected}"
             )
+        # A plain ndarray view of the map (it keeps the mapping alive): `take` on the np.memmap
+        # subclass pays subclass bookkeeping on every call, which dominates small gathers.
+        arr = arr.view(np.ndarray)
         with self._lock:
             self._maps[class_id] = arr
             while len(self._maps) > self.max_open:
