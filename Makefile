@@ -92,7 +92,10 @@ demo-learners: venv
 	        --no-progress --label "$$I $$S-shot" --out $(RUNS)/eval/$${I}_$${S}shot || exit 1; \
 	  done; \
 	done
-	$(BIN)/python -m learners.report ranks $(RUNS)/eval/*
+	@echo '5-way 1-shot test episodes:'
+	$(BIN)/python -m learners.report ranks $(RUNS)/eval/*_1shot
+	@echo '5-way 5-shot test episodes:'
+	$(BIN)/python -m learners.report ranks $(RUNS)/eval/*_5shot
 	$(BIN)/python -m learners.report hardness $(RUNS)/eval/* --png $(PLOTS)/hardness.png
 
 bench: venv
