@@ -130,9 +130,15 @@ class Source(abc.ABC):
         """Yield the raw items of one unit (runs in Beam workers)."""
 
 
-def require_dir(path: Path, what: str) -> Path:
+def require_input(path: Path, what: str) -> Path:
+    """The input must exist (a folder or an archive file); `what` says what was expected."""
     if not path.exists():
         raise LayoutError(f"{path}: not found; expected {what}")
+    return path
+
+
+def require_dir(path: Path, what: str) -> Path:
+    require_input(path, what)
     if not path.is_dir():
         raise LayoutError(f"{path}: not a folder; expected {what}")
     return path

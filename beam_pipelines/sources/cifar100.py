@@ -40,6 +40,7 @@ from beam_pipelines.sources.base import (
     RawItem,
     Source,
     WorkUnit,
+    require_input,
 )
 from beam_pipelines.sources.fraction_split import (
     add_fraction_arguments,
@@ -203,8 +204,7 @@ class Cifar100Source(Source):
         add_fraction_arguments(parser)
 
     def _locate(self, input_path: Path) -> tuple[str, Path]:
-        if not input_path.exists():
-            raise LayoutError(f"{input_path}: not found; expected a folder holding {self.layout}")
+        require_input(input_path, f"a folder holding {self.layout}")
         if input_path.is_file():
             return "tar", input_path
         if input_path.name == ROOT and (input_path / "meta").exists():

@@ -50,6 +50,7 @@ from beam_pipelines.sources.base import (
     RawItem,
     Source,
     WorkUnit,
+    require_input,
 )
 from beam_pipelines.sources.fraction_split import (
     add_fraction_arguments,
@@ -207,8 +208,7 @@ class EmnistSource(Source):
         return [p for p in PARTS if p in parts]
 
     def _locate(self, input_path: Path, split: str, parts: list[str]):
-        if not input_path.exists():
-            raise LayoutError(f"{input_path}: not found; expected a folder holding {self.layout}")
+        require_input(input_path, f"a folder holding {self.layout}")
         if input_path.is_file() and input_path.suffix == ".gz":
             m = FILE_RE.match(input_path.name)
             if m is None:

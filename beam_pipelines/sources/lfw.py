@@ -49,6 +49,7 @@ from beam_pipelines.sources.base import (
     RawItem,
     Source,
     WorkUnit,
+    require_input,
 )
 from beam_pipelines.sources.fraction_split import (
     add_fraction_arguments,
@@ -165,8 +166,7 @@ class LfwSource(Source):
 
     def _locate(self, input_path: Path) -> tuple[str, str, Path]:
         """(variant, 'folder' | 'tar', path) of the LFW data to read."""
-        if not input_path.exists():
-            raise LayoutError(f"{input_path}: not found; expected a folder holding {self.layout}")
+        require_input(input_path, f"a folder holding {self.layout}")
         found: dict[str, tuple[str, Path]] = {}
         for variant, (archive, root) in VARIANTS.items():
             if input_path.is_file() and input_path.name == archive:

@@ -20,6 +20,7 @@ from beam_pipelines.sources.base import (
     RawItem,
     Source,
     WorkUnit,
+    require_dir,
 )
 from beam_pipelines.sources.image_file_units import (
     file_units,
@@ -67,10 +68,7 @@ class ListedSplitSource(Source):
 
     def plan(self, input_path: Path) -> ConversionPlan:
         input_path = Path(input_path)
-        if not input_path.exists():
-            raise LayoutError(f"{input_path}: not found; expected a folder holding {self.layout}")
-        if not input_path.is_dir():
-            raise LayoutError(f"{input_path}: not a folder; expected a folder holding {self.layout}")
+        require_dir(input_path, f"a folder holding {self.layout}")
         scan = self.scan(input_path)
         if not scan.class_names:
             raise LayoutError(f"{scan.root}: no classes found; expected {self.layout}")

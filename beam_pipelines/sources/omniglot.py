@@ -23,6 +23,7 @@ from beam_pipelines.sources.base import (
     RawItem,
     Source,
     WorkUnit,
+    require_dir,
 )
 from episodes.dataset_spec import Split
 
@@ -75,10 +76,7 @@ class OmniglotSource(Source):
         )
 
     def _locate(self, input_path: Path) -> dict[str, tuple[str, Path]]:
-        if not input_path.exists():
-            raise LayoutError(f"{input_path}: not found; expected a folder holding {self.layout}")
-        if not input_path.is_dir():
-            raise LayoutError(f"{input_path}: not a folder; expected a folder holding {self.layout}")
+        require_dir(input_path, f"a folder holding {self.layout}")
         found = {}
         for part in PARTS:
             folder, archive = input_path / part, input_path / f"{part}.zip"
