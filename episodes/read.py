@@ -35,19 +35,19 @@ from typing import Any
 import numpy as np
 
 from episodes.dataset_spec import DatasetSpec, SpecError, Split, load_spec
+from episodes.decode_processes import DecodeProcessPool, RecordSource
 from episodes.decoded_cache import DecodedCache, DecodedCacheError
 from episodes.episode import EpisodeDescription
-from episodes.example_proto import ExampleDecodeError, decode_image_example
 from episodes.image_decode import (
-    ImageDecodeError,
     ParallelismGauge,
     Task,
     chunk_ranges,
-    decode_image_into,
     scale_images,
     submit_jobs,
     wait_all,
 )
+from episodes.reader_errors import ReaderError
+from episodes.record_images import RecordImages
 from episodes.record_reader import CorruptRecordError, RecordReader
 
 DTYPES = {"uint8": np.uint8, "float32": np.float32}
@@ -55,8 +55,6 @@ CACHE_MODES = ("auto", "always", "never")
 POOL_GATHER_BYTES = 8 << 20  # decoded-cache episodes smaller than this are copied inline
 
 
-class ReaderError(ValueError):
-    """Reader options or inputs that cannot produce episodes."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,65 +152,8 @@ def make_sampler(
     return sampler_module.MultiSourceSampler(list(specs), split, config, seed)
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    byte = buf[pos]
-    if byte < 0x80:
-        return byte, pos + 1
-    result, shift = byte & 0x7F, 7
-    while True:
-        pos += 1
-        byte = buf[pos]
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos + 1
-        shift += 7
-
-
-def image_of_record(payload: bytes) -> bytes | None:
-    """The `image` bytes of a converted-dataset record, parsed in a few steps.
-
-    A fast path of `example_proto.decode_image_example` for the usual layout (a features map
-    whose `image` entry holds one bytes value); returns None for anything else, so the caller
-    falls back to the general decoder (which also explains malformed records)."""
-    try:
-        if payload[0] != 0x0A:  # Example.features, length-delimited
-            return None
-        length, pos = _varint(payload, 1)
-        end = pos + length
-        if end != len(payload):
-            return None
-        while pos < end:
-            if payload[pos] != 0x0A:  # Features.feature map entry
-                return None
-            length, pos = _varint(payload, pos + 1)
-            entry_end = pos + length
-            if payload[pos] != 0x0A:  # entry key
-                return None
-            key_length, pos = _varint(payload, pos + 1)
-            key = payload[pos : pos + key_length]
-            pos += key_length
-            if key == b"image":
-                # value: Feature{bytes_list{value: image}}: tags 0x12, 0x0A, 0x0A
-                if payload[pos] != 0x12:
-                    return None
-                _, pos = _varint(payload, pos + 1)
-                if payload[pos] != 0x0A:
-                    return None
-                list_length, pos = _varint(payload, pos + 1)
-                if payload[pos] != 0x0A:
-                    return None
-                image_length, start = _varint(payload, pos + 1)
-                if start + image_length != pos + list_length or pos + list_length != entry_end:
-                    return None
-                return payload[start : start + image_length]
-            pos = entry_end
-    except IndexError:
-        return None
-    return None
-
-
 class _Source:
-    """One dataset: its spec, a record reader and, when present, its decoded cache."""
+    """One dataset: its spec, its records' images and, when present, its decoded cache."""
 
     def __init__(
         self,
@@ -223,67 +164,11 @@ class _Source:
     ):
         self.spec = spec
         self.records = RecordReader(spec.root, spec.file_pattern, max_open_files, index_cache_dir)
+        self.images = RecordImages(self.records)
         self.cache = cache
 
-    def encoded(self, class_id: int, k: int) -> bytes:
-        """Encoded image bytes of record k (CRC-verified), with clear errors naming the file,
-        class and record for a record out of range or one that is not an image example."""
-        try:
-            payload = self.records.read_payload(class_id, k)
-        except IndexError as exc:
-            raise ReaderError(
-                f"file {self.records.records_path(class_id)}, class {class_id}: record {k} "
-                f"requested but {exc}"
-            ) from None
-        image = image_of_record(payload)
-        if image is None:
-            try:
-                image, _ = decode_image_example(payload)
-            except ExampleDecodeError as exc:
-                raise CorruptRecordError(
-                    f"corrupt record: file {self.records.records_path(class_id)}, "
-                    f"class {class_id}, record {k}: {exc}"
-                ) from exc
-        return image
-
-    def decode_rows(self, rows: Sequence[tuple[int, int, int]], images: np.ndarray) -> None:
-        """Decode (row, class id, record) triples into images[row], reading each class's
-        records together (`RecordReader.read_payloads`)."""
-        by_class: dict[int, list[tuple[int, int]]] = {}
-        for row, class_id, k in rows:
-            by_class.setdefault(class_id, []).append((row, k))
-        for class_id, items in by_class.items():
-            ks = [k for _, k in items]
-            try:
-                payloads = self.records.read_payloads(class_id, ks)
-            except IndexError:
-                for k in ks:  # the record out of range, with encoded()'s message
-                    self.encoded(class_id, k)
-                raise
-            for (row, k), payload in zip(items, payloads):
-                image = image_of_record(payload)
-                if image is None:
-                    image = self.encoded(class_id, k)
-                try:
-                    decode_image_into(image, images[row])
-                except ImageDecodeError as exc:
-                    raise CorruptRecordError(
-                        f"corrupt record: file {self.records.records_path(class_id)}, "
-                        f"class {class_id}, record {k}: {exc}"
-                    ) from None
-
-    def decode_into(self, class_id: int, k: int, out: np.ndarray) -> None:
-        image = self.encoded(class_id, k)
-        try:
-            decode_image_into(image, out)
-        except ImageDecodeError as exc:
-            raise CorruptRecordError(
-                f"corrupt record: file {self.records.records_path(class_id)}, class {class_id}, "
-                f"record {k}: {exc}"
-            ) from None
-
     def close(self) -> None:
-        self.records.close()
+        self.images.close()
         if self.cache is not None:
             self.cache.close()
 
@@ -291,8 +176,9 @@ class _Source:
 @dataclass
 class _InFlight:
     description: EpisodeDescription
-    images: np.ndarray  # (support + query, H, W, 3) uint8
-    futures: list[Task] | None
+    images: np.ndarray | None  # (support + query, H, W, 3) uint8; None while workers decode
+    futures: list[Task] | None = None
+    ticket: Any = None  # DecodeProcessPool ticket when worker processes decode it
 
 
 class EpisodeReader:
@@ -304,6 +190,9 @@ class EpisodeReader:
     "never" always decodes records. `num_threads` is at most that many decoding threads: the
     pool is used only while it measurably runs in parallel (`ParallelismGauge`; on one free
     core threads are slower than inline decoding); `num_threads=0` always decodes inline.
+    `decode_processes=N` decodes records in N worker processes instead (Pillow holds the GIL
+    for part of each decode, so processes scale where threads do not; not inside DataLoader
+    workers, which are processes already). Decoded-cache reads stay in the calling thread.
     `mix_lambda` (with `base_split`) samples FIX-ML's base/novel mixture instead (see
     `make_sampler`).
     """
@@ -320,6 +209,7 @@ class EpisodeReader:
         dtype: str = "uint8",
         float_range: tuple[float, float] = (0.0, 1.0),
         num_threads: int = 2,
+        decode_processes: int = 0,
         prefetch: int = 2,
         decoded_cache: str = "auto",
         cache_root: str | os.PathLike | None = None,
@@ -343,8 +233,13 @@ class EpisodeReader:
             known_dtype = False
         if not known_dtype:
             raise ReaderError(f"dtype={dtype!r}: expected one of {sorted(DTYPES)}")
-        if num_threads < 0 or prefetch < 0:
-            raise ReaderError(f"num_threads={num_threads}, prefetch={prefetch}: expected >= 0")
+        for name, value in (
+            ("num_threads", num_threads),
+            ("decode_processes", decode_processes),
+            ("prefetch", prefetch),
+        ):
+            if not isinstance(value, int) or value < 0:
+                raise ReaderError(f"{name}={value!r}: expected an integer >= 0")
         if decoded_cache not in CACHE_MODES:
             raise ReaderError(f"decoded_cache={decoded_cache!r}: expected one of {CACHE_MODES}")
         if split_file is not None and len(dataset_dirs) != 1:
@@ -358,6 +253,9 @@ class EpisodeReader:
         self.dtype = np.dtype(dtype)
         self.float_range = (float(float_range[0]), float(float_range[1]))
         self.num_threads = num_threads
+        self.decode_processes = decode_processes
+        self.index_cache_dir = index_cache_dir
+        self.max_open_files = max_open_files
         self.prefetch = prefetch
         self.num_episodes = num_episodes
         self.specs = [load_dataset(d, split_file) for d in dataset_dirs]
@@ -382,6 +280,8 @@ class EpisodeReader:
         self._executor_pid: int | None = None
         self._executor_lock = threading.Lock()
         self._gauge = ParallelismGauge(num_threads)
+        self._process_pool: DecodeProcessPool | None = None
+        self._process_pool_pid: int | None = None
 
     def _find_cache(self, spec, mode, cache_root, max_open) -> DecodedCache | None:
         if mode == "never":
@@ -433,11 +333,44 @@ class EpisodeReader:
                 self._executor_pid = os.getpid()
             return self._executor
 
+    def _processes(self) -> DecodeProcessPool:
+        if self._process_pool is None or self._process_pool_pid != os.getpid():
+            sources = {
+                name: RecordSource(
+                    str(source.spec.root),
+                    source.spec.file_pattern,
+                    None if self.index_cache_dir is None else str(self.index_cache_dir),
+                    self.max_open_files,
+                )
+                for name, source in self._sources.items()
+            }
+            self._process_pool = DecodeProcessPool(
+                self.decode_processes, sources, self.image_size
+            )
+            self._process_pool_pid = os.getpid()
+        return self._process_pool
+
+    @staticmethod
+    def _rows(description: EpisodeDescription) -> list[tuple[int, int, int]]:
+        """(row, class id, record) of every image: support class by class, then query."""
+        rows: list[tuple[int, int, int]] = []
+        for groups in (description.support, description.query):
+            for class_id, records in zip(description.class_ids, groups):
+                row = len(rows)
+                rows.extend((row + i, class_id, k) for i, k in enumerate(records))
+        return rows
+
     def _start(self, description: EpisodeDescription, pipelined: bool = True) -> _InFlight:
-        """Allocate the episode's image array and start filling it (on the pool if any)."""
+        """Start filling the episode's image array: from the decoded cache, on worker
+        processes, on the thread pool, or inline."""
         source = self._source(description.source)
         size = self.image_size
         total = description.support_size + description.query_size
+        if source.cache is None and self.decode_processes > 0:
+            rows = self._rows(description)
+            source.images.check_rows(rows)  # index errors and bad records, raised here
+            ticket = self._processes().submit(description.source, rows, total)
+            return _InFlight(description, None, ticket=ticket)
         images = np.empty((total, size, size, 3), np.uint8)
         pool = self._pool()
         if source.cache is not None:
@@ -460,19 +393,15 @@ class EpisodeReader:
             groups = _balanced_groups(pieces, total, self.num_threads)
             jobs = [functools.partial(gather, g) for g in groups]
             return _InFlight(description, images, submit_jobs(pool, jobs))
-        rows: list[tuple[int, int, int]] = []  # (row, class id, record)
-        for groups in (description.support, description.query):
-            for class_id, records in zip(description.class_ids, groups):
-                row = len(rows)
-                rows.extend((row + i, class_id, k) for i, k in enumerate(records))
+        rows = self._rows(description)
         if pool is None or not self._gauge.use_pool():
             t0 = time.perf_counter()
-            source.decode_rows(rows, images)
+            source.images.decode_rows(rows, images)
             self._gauge.inline_batch(len(rows), t0, time.perf_counter())
             return _InFlight(description, images, None)
         jobs = [
             self._gauge.timed(
-                functools.partial(source.decode_rows, rows[chunk.start : chunk.stop], images),
+                functools.partial(source.images.decode_rows, rows[chunk.start : chunk.stop], images),
                 len(chunk),
             )
             for chunk in chunk_ranges(len(rows), 4 * self.num_threads)
@@ -480,9 +409,12 @@ class EpisodeReader:
         return _InFlight(description, images, submit_jobs(pool, jobs))
 
     def _finish(self, flight: _InFlight) -> Episode:
-        wait_all(flight.futures)
+        if flight.ticket is not None:
+            images = self._processes().collect(flight.ticket)
+        else:
+            wait_all(flight.futures)
+            images = flight.images
         d = flight.description
-        images = flight.images
         images = scale_images(images, self.dtype, self.float_range)
         s_labels, s_ids, q_labels, q_ids = episode_labels(d)
         n_support = len(s_labels)
@@ -521,6 +453,8 @@ class EpisodeReader:
             for flight in pending:
                 for future, _ in flight.futures or ():
                     future.cancel()
+                if flight.ticket is not None and self._process_pool is not None:
+                    self._process_pool.discard(flight.ticket)
 
     def episodes(self, start: int = 0, count: int | None = None) -> Iterator[Episode]:
         """Episodes start, start+1, ... (`count` of them, or without end when None)."""
@@ -537,7 +471,7 @@ class EpisodeReader:
         for groups in (description.support, description.query):
             out.append(
                 [
-                    source.encoded(c, k)
+                    source.images.encoded(c, k)
                     for c, records in zip(description.class_ids, groups)
                     for k in records
                 ]
@@ -552,6 +486,9 @@ class EpisodeReader:
         if self._executor is not None and self._executor_pid == os.getpid():
             self._executor.shutdown(wait=True, cancel_futures=True)
         self._executor = None
+        if self._process_pool is not None and self._process_pool_pid == os.getpid():
+            self._process_pool.close()
+        self._process_pool = None
         for source in self._sources.values():
             source.close()
 
@@ -734,6 +671,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--image-size", type=int, default=84)
     parser.add_argument("--dtype", default="uint8", choices=sorted(DTYPES))
     parser.add_argument("--threads", type=int, default=2, help="decoding threads (0: inline)")
+    parser.add_argument(
+        "--decode-processes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="decode records in N worker processes instead of threads (faster on several cores)",
+    )
     parser.add_argument("--decoded-cache", default="auto", choices=CACHE_MODES)
     parser.add_argument("--cache-root", help="folder holding decoded caches, if not in dataset")
     parser.add_argument(
@@ -776,6 +720,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             image_size=args.image_size,
             dtype=args.dtype,
             num_threads=args.threads,
+            decode_processes=args.decode_processes,
             decoded_cache=args.decoded_cache,
             cache_root=args.cache_root,
             index_cache_dir=args.index_cache_dir,

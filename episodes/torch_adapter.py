@@ -87,6 +87,9 @@ class EpisodeDataset(IterableDataset):
             options = dict(self.reader_options)
             if in_worker:
                 options.setdefault("num_threads", 1)
+                # DataLoader workers are the parallel processes (and, being daemonic, could not
+                # start decoding processes of their own).
+                options["decode_processes"] = 0
             self._reader = EpisodeReader(*self.reader_args, **options)
             self._reader_pid = os.getpid()
         return self._reader

@@ -1,0 +1,7 @@
+"""The reader's error type, shared by the reader and its decoding workers."""
+
+from __future__ import annotations
+
+
+class ReaderError(ValueError):
+    """Reader options or inputs that cannot produce episodes."""

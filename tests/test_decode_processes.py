@@ -1,0 +1,171 @@
+"""Decoding in worker processes (`EpisodeReader(decode_processes=N)`): the same pixels as inline
+decoding, byte for byte; errors from workers name the file, class and record; abandoned
+streams, dead workers and closing leave no slot or process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from episodes.dataset_spec import Split
+from episodes.decode_processes import DecodeProcessError, split_rows
+from episodes.episode import EpisodeDescription
+from episodes.example_proto import encode_image_example
+from episodes.read import EpisodeReader, ReaderError
+from episodes.record_index import index_path_for
+from episodes.record_reader import CorruptRecordError
+from episodes.sampler import SamplerConfig
+from episodes.tfrecord_io import write_records
+from tests.test_reader_fixtures import ListSampler, solid_image, write_dataset
+
+SHM = Path("/dev/shm")
+
+
+def description(class_ids=(6, 7), support=((0, 3), (5,)), query=((1,), (2, 4)), index=0):
+    return EpisodeDescription("toy", Split.TEST, index, class_ids, support, query)
+
+
+@pytest.fixture
+def toy(tmp_path):
+    return write_dataset(tmp_path / "toy", per_class=(20,) * 9, fmt="JPEG")
+
+
+def segments() -> set[str]:
+    return set(os.listdir(SHM)) if SHM.is_dir() else set()
+
+
+def test_split_rows_covers_every_row_once_in_order():
+    rows = np.arange(7 * 3).reshape(7, 3)
+    for parts in (1, 2, 3, 7, 9):
+        pieces = split_rows(rows, parts)
+        assert len(pieces) == min(parts, 7)
+        assert np.array_equal(np.concatenate(pieces), rows)
+        assert max(map(len, pieces)) - min(map(len, pieces)) <= 1
+    assert split_rows(rows[:0], 2) == []
+
+
+def test_process_decoding_equals_inline_decoding_byte_for_byte(toy):
+    config = SamplerConfig(min_ways=2, max_ways=3)
+    before = segments()
+    inline = EpisodeReader(toy.root, "test", config, 3, image_size=20, num_threads=0)
+    workers = EpisodeReader(toy.root, "test", config, 3, image_size=20, decode_processes=2)
+    with inline, workers:
+        pairs = list(zip(inline.episodes(0, 12), workers.episodes(0, 12)))
+        single = workers.episode(5)  # outside a stream: one ticket, collected at once
+        live = workers._process_pool._slots
+        assert 1 <= len(live) <= workers.prefetch + 1  # slots are reused, not one per episode
+        processes = list(workers._process_pool._processes)
+        assert len(processes) == 2 and all(p.is_alive() for p in processes)
+    for a, b in pairs:
+        assert a.episode_index == b.episode_index
+        for key in ("support_images", "query_images", "support_labels", "query_class_ids"):
+            assert np.array_equal(getattr(a, key), getattr(b, key)), key
+    assert np.array_equal(single.query_images, pairs[5][0].query_images)
+    assert all(not p.is_alive() for p in processes)  # closing stopped the workers
+    assert segments() <= before  # and freed their shared memory
+
+
+def test_episodes_returned_do_not_alias_reused_memory(toy):
+    config = SamplerConfig.fixed(ways=3, shots=2, query=2)
+    with EpisodeReader(toy.root, "test", config, 0, image_size=16, decode_processes=1) as reader:
+        first = reader.episode(0)
+        kept = first.support_images.copy()
+        for _ in reader.episodes(1, 6):
+            pass
+        assert np.array_equal(first.support_images, kept)
+
+
+def test_abandoned_stream_gives_its_slots_back(toy):
+    config = SamplerConfig.fixed(ways=3, shots=2, query=2)
+    with EpisodeReader(
+        toy.root, "test", config, 0, image_size=16, decode_processes=2, prefetch=3
+    ) as reader:
+        for _ in range(3):
+            stream = reader.episodes(0, 50)
+            next(stream)
+            stream.close()  # 3 episodes still being decoded are discarded
+        after = [e.episode_index for e in reader.episodes(10, 4)]
+        assert after == [10, 11, 12, 13]
+        assert len(reader._process_pool._slots) <= reader.prefetch + 2
+
+
+def test_worker_reports_a_corrupt_record_with_file_class_and_record(toy):
+    path = toy.root / "7.tfrecords"
+    data = bytearray(path.read_bytes())
+    offsets = np.frombuffer(index_path_for(path).read_bytes()[24:], dtype="<u8")
+    data[int(offsets[4]) + 40] ^= 0xFF  # inside the payload of record 4
+    path.write_bytes(bytes(data))
+    reader = EpisodeReader(
+        toy.root, "test", sampler=ListSampler([description(), description(index=1)]),
+        image_size=8, decode_processes=2,
+    )
+    with reader:
+        with pytest.raises(CorruptRecordError, match=rf"{path}.*class 7.*record 4"):
+            reader.episode(0)
+        # The pool is still usable after a worker reported an error.
+        ok = reader.read(description(query=((1,), (2,))))
+        assert len(ok.query_images) == 2
+
+
+def test_worker_reports_an_undecodable_image(toy):
+    path = toy.root / "6.tfrecords"
+    payloads = [encode_image_example(solid_image(6, k), 6) for k in range(20)]
+    payloads[3] = encode_image_example(b"\xff\xd8 a JPEG cut short", 6)
+    write_records(str(path), payloads)
+    index_path_for(path).unlink()  # rebuilt by the parent before workers read
+    reader = EpisodeReader(
+        toy.root, "test", sampler=ListSampler([description()]), image_size=8, decode_processes=2
+    )
+    with reader, pytest.raises(CorruptRecordError, match=rf"{path}.*class 6.*record 3"):
+        reader.episode(0)
+    assert index_path_for(path).exists()
+
+
+def test_record_out_of_range_fails_in_the_parent_before_any_work(toy):
+    reader = EpisodeReader(
+        toy.root, "test", sampler=ListSampler([description(support=((0, 30), (5,)))]),
+        image_size=8, decode_processes=2,
+    )
+    with reader:
+        with pytest.raises(ReaderError, match=r"6.tfrecords, class 6: record 30"):
+            reader.episode(0)
+        assert reader._process_pool is None  # no worker was started for a bad episode
+
+
+def test_a_dead_worker_is_reported_not_waited_for(toy):
+    config = SamplerConfig.fixed(ways=3, shots=2, query=2)
+    reader = EpisodeReader(toy.root, "test", config, 0, image_size=16, decode_processes=2)
+    with reader:
+        reader.episode(0)
+        victim = reader._process_pool._processes[1]
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(timeout=5)
+        with pytest.raises(DecodeProcessError, match=rf"{victim.pid} exited unexpectedly"):
+            reader.episode(1)
+        with pytest.raises(DecodeProcessError, match="stopped earlier"):
+            reader.episode(2)
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "2"])
+def test_bad_process_count_is_rejected(toy, value):
+    with pytest.raises(ReaderError, match=rf"decode_processes={value!r}"):
+        EpisodeReader(toy.root, "test", decode_processes=value)
+
+
+def test_cli_prints_the_same_episodes_with_worker_processes(toy, capsys):
+    from episodes.read import main
+
+    argv = ["--dataset", str(toy.root), "--split", "test", "--mode", "fixed", "--ways", "3",
+            "--shots", "2", "--query", "3", "--episodes", "3", "--image-size", "12"]
+    def printed() -> list[str]:  # without the timing lines
+        return [line for line in capsys.readouterr().out.splitlines() if " ms" not in line and "/s" not in line]
+
+    assert main(argv) == 0
+    inline = printed()
+    assert main([*argv, "--decode-processes", "2"]) == 0
+    assert printed() == inline
+    assert sum("ways=3" in line for line in inline) == 3
