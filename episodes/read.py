@@ -37,6 +37,7 @@ import numpy as np
 from episodes.dataset_spec import DatasetSpec, SpecError, Split, load_spec
 from episodes.decode_processes import DecodeProcessPool, RecordSource
 from episodes.decoded_cache import DecodedCache, DecodedCacheError
+from episodes.description_prefetch import DescriptionPrefetcher
 from episodes.episode import EpisodeDescription
 from episodes.image_decode import (
     ParallelismGauge,
@@ -193,6 +194,9 @@ class EpisodeReader:
     `decode_processes=N` decodes records in N worker processes instead (Pillow holds the GIL
     for part of each decode, so processes scale where threads do not; not inside DataLoader
     workers, which are processes already). Decoded-cache reads stay in the calling thread.
+    `sampler_process=True` computes the descriptions of `episodes()` streams ahead in a helper
+    process, leaving the calling thread only the copying (worth it for long streams from the
+    decoded cache, where sampling is a third of the time; starting the helper takes ~0.3 s).
     `mix_lambda` (with `base_split`) samples FIX-ML's base/novel mixture instead (see
     `make_sampler`).
     """
@@ -210,6 +214,7 @@ class EpisodeReader:
         float_range: tuple[float, float] = (0.0, 1.0),
         num_threads: int = 2,
         decode_processes: int = 0,
+        sampler_process: bool = False,
         prefetch: int = 2,
         decoded_cache: str = "auto",
         cache_root: str | os.PathLike | None = None,
@@ -254,6 +259,7 @@ class EpisodeReader:
         self.float_range = (float(float_range[0]), float(float_range[1]))
         self.num_threads = num_threads
         self.decode_processes = decode_processes
+        self.sampler_process = bool(sampler_process)
         self.index_cache_dir = index_cache_dir
         self.max_open_files = max_open_files
         self.prefetch = prefetch
@@ -458,8 +464,17 @@ class EpisodeReader:
 
     def episodes(self, start: int = 0, count: int | None = None) -> Iterator[Episode]:
         """Episodes start, start+1, ... (`count` of them, or without end when None)."""
+        if self.sampler_process:
+            stop = None if count is None else start + count
+            return self._from_prefetcher(DescriptionPrefetcher(self.sampler, start, stop))
         indices = itertools.count(start) if count is None else range(start, start + count)
         return self.read_many(self.describe(i) for i in indices)
+
+    def _from_prefetcher(self, prefetcher: DescriptionPrefetcher) -> Iterator[Episode]:
+        try:
+            yield from self.read_many(prefetcher)
+        finally:
+            prefetcher.close()
 
     def __iter__(self) -> Iterator[Episode]:
         return self.episodes(0, self.num_episodes)

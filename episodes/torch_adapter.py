@@ -90,6 +90,7 @@ class EpisodeDataset(IterableDataset):
                 # DataLoader workers are the parallel processes (and, being daemonic, could not
                 # start decoding processes of their own).
                 options["decode_processes"] = 0
+                options["sampler_process"] = False
             self._reader = EpisodeReader(*self.reader_args, **options)
             self._reader_pid = os.getpid()
         return self._reader
