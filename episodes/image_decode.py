@@ -168,90 +168,93 @@ def usable_cores() -> int:
 
 
 class ParallelismGauge:
-    """Decides, batch by batch, whether a thread pool decodes faster than the calling thread.
+    """Decides, episode by episode, whether the reader decodes on its thread pool or inline.
 
-    Pillow holds the GIL while it parses headers, so for small images (and on one free core:
-    a CPU quota, or other processes on the others) worker threads can be slower than decoding
-    inline. Both ways are timed: inline batches by their duration, pool batches by images per
-    second of wall time during which any of their chunks ran (time the caller spends between
-    episodes is not counted). Each way first runs a probe of `window` batches; then the faster
-    one runs `backoff` batches before the other is probed again (`backoff` doubles after each
-    probe that loses, up to `max_backoff`, and resets when a probe wins)."""
+    Pillow holds the GIL while it parses headers, so for small images (and on one free core: a
+    CPU quota, or other processes on the others) worker threads can be slower than decoding
+    inline. What is compared is the reader's own cadence: wall time per image from one
+    episode's start to the next's (the median over a stretch, so one long pause of the caller
+    does not decide). That includes waiting for decodes, the GIL contention that pool threads
+    cause the calling thread, and any overlap of pool decoding with the caller's work between
+    episodes. Each way runs a probe of `settle + window` episodes (the
+    first `settle` intervals after a switch are not counted: the prefetch pipeline is filling
+    or draining); the faster way then runs `backoff` episodes before the other is probed again
+    (`backoff` doubles after each probe that loses, up to `max_backoff`, and resets when a
+    probe wins). The pool counts as faster only when it beats inline by `margin` (10%): a
+    hysteresis against load noise, in favour of the way that leaves the caller's cores free."""
 
-    def __init__(self, workers: int, window: int = 1, backoff: int = 16, max_backoff: int = 256):
+    def __init__(
+        self,
+        workers: int,
+        window: int = 3,
+        settle: int = 2,
+        backoff: int = 16,
+        max_backoff: int = 256,
+        margin: float = 1.1,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.enabled = workers >= 1 and usable_cores() >= 2
-        self.window = window
+        self.window = max(1, window)
+        self.settle = max(0, settle)
         self.first_backoff = backoff
         self.max_backoff = max_backoff
         self.backoff = backoff
+        self.margin = margin
+        self.clock = clock
         self.rates: dict[str, float] = {}  # "inline" / "pool" -> images per second, last stretch
         self.mode = "pool"
         self._probe = True
-        self._left = window  # batches left in the current stretch
-        self._spans: list[tuple[float, float, int]] = []  # pool chunks: start, end, images
-        self._inline: list[tuple[float, float, int]] = []  # inline batches: start, end, images
+        self._left = self.settle + self.window  # episodes left in the current stretch
+        self._skip = self.settle  # intervals of this stretch still not counted
+        self._previous: tuple[float, int] | None = None  # start time and images, last episode
+        self._per_image: list[float] = []  # counted intervals of this stretch, s per image
         self._lock = threading.Lock()
 
-    def use_pool(self) -> bool:
-        """Whether the next batch goes to the pool."""
+    def use_pool(self, images: int) -> bool:
+        """Whether the next episode (of `images` images) goes to the pool."""
         if not self.enabled:
             return False
+        now = self.clock()
         with self._lock:
+            if self._previous is not None:
+                started, count = self._previous
+                if self._skip > 0:
+                    self._skip -= 1
+                elif count > 0:
+                    self._per_image.append((now - started) / count)
             if self._left <= 0:
                 self._next_stretch()
             self._left -= 1
+            self._previous = (now, images)
             return self.mode == "pool"
-
-    def inline_batch(self, images: int, start: float, end: float) -> None:
-        """An inline batch of `images` ran from `start` to `end` (time.perf_counter)."""
-        self._inline.append((start, end, images))
-
-    def timed(self, run: Callable[[], None], images: int) -> Callable[[], None]:
-        """`run` (decoding `images` images) recording its start and end."""
-        spans = self._spans
-
-        def timed_run() -> None:
-            t0 = time.perf_counter()
-            run()
-            spans.append((t0, time.perf_counter(), images))
-
-        return timed_run
-
-    def _rate_of_stretch(self) -> float | None:
-        if self.mode == "inline":  # batches that overlapped late pool chunks are not counted
-            late = self._spans
-            alone = [
-                (b - a, n) for a, b, n in self._inline if not any(s < b and e > a for s, e, _ in late)
-            ]
-            seconds = sum(t for t, _ in alone)
-            return sum(n for _, n in alone) / seconds if seconds > 0 else None
-        spans = sorted(self._spans)
-        busy, end = 0.0, float("-inf")
-        for start, stop, _ in spans:  # length of the union of the chunks' intervals
-            if stop > end:
-                busy += stop - max(start, end)
-                end = stop
-        return sum(n for _, _, n in spans) / busy if busy > 0 else None
 
     def _next_stretch(self) -> None:  # with the lock held
         ran = self.mode
         other = "inline" if ran == "pool" else "pool"
-        rate = self._rate_of_stretch()
-        if rate is None and self._probe:  # nothing measured yet: extend the probe
+        median = float(np.median(self._per_image)) if self._per_image else 0.0
+        if median > 0:
+            self.rates[ran] = 1.0 / median
+        elif self._probe:  # nothing measured yet: extend the probe
             self._left = self.window
+            self._per_image.clear()
             return
-        if rate is not None:
-            self.rates[ran] = rate
         if other not in self.rates:
-            self.mode, self._probe, self._left = other, True, self.window
+            self._switch(other, True, self.window)
         elif self._probe:
-            best = max(("pool", "inline"), key=lambda m: self.rates.get(m, 0.0))
+            pool_wins = self.rates["pool"] > self.margin * self.rates["inline"]
+            best = "pool" if pool_wins else "inline"
             if best == ran:
                 self.backoff = self.first_backoff
             else:
                 self.backoff = min(2 * self.backoff, self.max_backoff)
-            self.mode, self._probe, self._left = best, False, self.backoff
+            self._switch(best, False, self.backoff)
         else:
-            self.mode, self._probe, self._left = other, True, self.window
-        self._spans.clear()
-        self._inline.clear()
+            self._switch(other, True, self.window)
+
+    def _switch(self, mode: str, probe: bool, length: int) -> None:
+        """Run `mode` for `length` counted episodes (plus `settle` uncounted after a change)."""
+        changed = mode != self.mode
+        self.mode, self._probe = mode, probe
+        self._skip = self.settle if changed else 0
+        self._left = self._skip + length
+        self._per_image.clear()

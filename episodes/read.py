@@ -400,16 +400,11 @@ class EpisodeReader:
             jobs = [functools.partial(gather, g) for g in groups]
             return _InFlight(description, images, submit_jobs(pool, jobs))
         rows = self._rows(description)
-        if pool is None or not self._gauge.use_pool():
-            t0 = time.perf_counter()
+        if pool is None or not self._gauge.use_pool(len(rows)):
             source.images.decode_rows(rows, images)
-            self._gauge.inline_batch(len(rows), t0, time.perf_counter())
             return _InFlight(description, images, None)
         jobs = [
-            self._gauge.timed(
-                functools.partial(source.images.decode_rows, rows[chunk.start : chunk.stop], images),
-                len(chunk),
-            )
+            functools.partial(source.images.decode_rows, rows[chunk.start : chunk.stop], images)
             for chunk in chunk_ranges(len(rows), 4 * self.num_threads)
         ]
         return _InFlight(description, images, submit_jobs(pool, jobs))
