@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
 import threading
 import weakref
 from collections import deque
@@ -119,10 +120,30 @@ def _worker_main(conn: Connection, sources: Mapping[str, RecordSource], image_si
 # ------------------------------------------------------------------------------ parent side
 
 
+SHM_DIR = "/dev/shm"
+
+
+def check_shared_memory_room(nbytes: int, folder: str = SHM_DIR) -> None:
+    """Fail clearly when the shared-memory filesystem cannot hold `nbytes` more: writing past
+    its end would kill the workers with SIGBUS (containers often get only 64 MB)."""
+    try:
+        stats = os.statvfs(folder)
+    except OSError:  # no /dev/shm (not Linux): the platform manages shared memory
+        return
+    free = stats.f_bavail * stats.f_frsize
+    if nbytes > free:
+        raise DecodeProcessError(
+            f"{folder} has {free / 2**20:.0f} MB free but an episode slot needs "
+            f"{nbytes / 2**20:.0f} MB: enlarge it (e.g. docker run --shm-size 1g), or decode in "
+            "threads (decode_processes=0)"
+        )
+
+
 class _Slot:
     """A shared-memory segment holding one episode's pixels while workers fill it."""
 
     def __init__(self, nbytes: int):
+        check_shared_memory_room(nbytes)
         self.segment = shared_memory.SharedMemory(create=True, size=max(1, nbytes))
         self.nbytes = self.segment.size
 

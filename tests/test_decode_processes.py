@@ -12,7 +12,11 @@ import numpy as np
 import pytest
 
 from episodes.dataset_spec import Split
-from episodes.decode_processes import DecodeProcessError, split_rows
+from episodes.decode_processes import (
+    DecodeProcessError,
+    check_shared_memory_room,
+    split_rows,
+)
 from episodes.episode import EpisodeDescription
 from episodes.example_proto import encode_image_example
 from episodes.read import EpisodeReader, ReaderError
@@ -169,3 +173,9 @@ def test_cli_prints_the_same_episodes_with_worker_processes(toy, capsys):
     assert main([*argv, "--decode-processes", "2"]) == 0
     assert printed() == inline
     assert sum(line.startswith("episode ") for line in inline) == 3
+
+
+def test_too_little_shared_memory_is_reported_before_workers_write(tmp_path):
+    check_shared_memory_room(1 << 20, str(tmp_path))  # a megabyte fits anywhere
+    with pytest.raises(DecodeProcessError, match=rf"{tmp_path} has .* MB free .*--shm-size"):
+        check_shared_memory_room(1 << 60, str(tmp_path))  # an exabyte fits nowhere
