@@ -273,21 +273,18 @@ class DecodedCache:
     ) -> None:
         """For each (class id, records, first row): copy those rows of the class into
         out[first : first + len(records)] (one `take` per piece, straight into `out`)."""
+        maps = self._maps
         for class_id, records, first in pieces:
-            if not records:
+            count = len(records)
+            if not count:
                 continue
-            arr = self._maps.get(class_id)  # a hit without the lock (LRU order is a hint)
+            arr = maps.get(class_id)  # a hit without the lock (LRU order is a hint)
             if arr is None:
                 arr = self.array(class_id)
             if min(records) < 0 or max(records) >= arr.shape[0]:
-                self.gather(class_id, records, out[first : first + len(records)])  # the error
+                self.gather(class_id, records, out[first : first + count])  # the error
             # mode="clip" (bounds checked above) avoids numpy's buffered copy of mode="raise".
-            arr.take(
-                np.array(records, dtype=np.intp),
-                axis=0,
-                out=out[first : first + len(records)],
-                mode="clip",
-            )
+            arr.take(records, 0, out[first : first + count], "clip")
 
     @property
     def open_maps(self) -> int:

@@ -87,12 +87,12 @@ class Episode:
 
 def episode_labels(description: EpisodeDescription) -> tuple[np.ndarray, ...]:
     """(support_labels, support_class_ids, query_labels, query_class_ids) as int64 arrays."""
+    ids = np.array(description.class_ids, dtype=np.int64)
+    positions = np.arange(len(ids), dtype=np.int64)
     out = []
     for groups in (description.support, description.query):
-        counts = [len(g) for g in groups]
-        labels = np.repeat(np.arange(len(groups), dtype=np.int64), counts)
-        ids = np.repeat(np.asarray(description.class_ids, dtype=np.int64), counts)
-        out.extend((labels, ids))
+        labels = positions.repeat([len(g) for g in groups])
+        out.extend((labels, ids[labels]))
     return tuple(out)
 
 
@@ -445,7 +445,13 @@ class EpisodeReader:
         pending: deque[_InFlight] = deque()
         try:
             for description in descriptions:
-                pending.append(self._start(description))
+                flight = self._start(description)
+                if not pending and flight.futures is None and flight.ticket is None:
+                    # Filled already (decoded-cache copy, inline decode): holding it back would
+                    # only keep more arrays alive, and cold ones cost memory bandwidth.
+                    yield self._finish(flight)
+                    continue
+                pending.append(flight)
                 if len(pending) > self.prefetch:
                     yield self._finish(pending.popleft())
             while pending:
