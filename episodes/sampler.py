@@ -21,8 +21,11 @@ from episodes.episode import EpisodeDescription
 from episodes.imagenet_nodes import eligible_nodes
 from episodes.sampler_config import SamplerConfig, SamplerError
 from episodes.sampler_formulas import (
+    SMALL_EPISODE_RECORDS,
     choose_uniform,
+    dense_groups,
     draw_groups,
+    draw_sparse_groups,
     episode_rng,
     query_per_class,
     shots_per_class,
@@ -260,6 +263,15 @@ def fill_episode(
             log_weights = rng.random(n) * (hi - lo) + lo  # alpha_c uniform in [lo, hi)
             shots = shots_per_class(images, remaining, size, log_weights)
     needed = shots + q
+    plain = table.skip_key is None and table.listed is None and table.pool_support is None
+    if plain and needed.sum() <= SMALL_EPISODE_RECORDS and not dense_groups(counts, needed).any():
+        # Small episodes (5-way 5-shot 15-query...) whose positions are record numbers: the
+        # same draws as below, split and sorted per class in Python, faster at this size.
+        groups = draw_sparse_groups(rng, counts, needed)
+        cuts = shots.tolist()
+        support = tuple([tuple(sorted(g[:k])) for g, k in zip(groups, cuts)])
+        query = tuple([tuple(sorted(g[k:])) for g, k in zip(groups, cuts)])
+        return support, query
     positions = draw_groups(rng, counts, needed)
     records = table.records(chosen, needed, positions)
     # Sort within each (class, support | query) segment: segment * bound + record.

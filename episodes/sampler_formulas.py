@@ -16,6 +16,9 @@ import numpy as np
 # episode needs a large fraction of it; otherwise by rejection of repeated uniform draws.
 DENSE_MAX_COUNT = 64
 DENSE_MAX_RATIO = 4
+# Episodes needing at most this many records in all are drawn in Python (draw_sparse_groups):
+# below it, numpy's per-call overhead costs more than the loop.
+SMALL_EPISODE_RECORDS = 128
 
 
 def stable_hash(label: str) -> int:
@@ -86,9 +89,14 @@ def draw_distinct(
     return draw_groups(rng, counts, needed)
 
 
+def dense_groups(counts: np.ndarray, needed: np.ndarray) -> np.ndarray:
+    """Which groups are drawn densely (random keys over all items) rather than sparsely."""
+    return (counts <= DENSE_MAX_COUNT) | (counts <= DENSE_MAX_RATIO * needed)
+
+
 def draw_groups(rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray) -> np.ndarray:
     """draw_distinct without input checks (int64 arrays, 0 <= needed <= counts)."""
-    dense = (counts <= DENSE_MAX_COUNT) | (counts <= DENSE_MAX_RATIO * needed)
+    dense = dense_groups(counts, needed)
     if dense.all():
         return _draw_dense(rng, counts, needed)
     if not dense.any():
@@ -119,6 +127,36 @@ def _draw_dense(rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray
     order = keys.argsort()
     starts = counts.cumsum() - counts
     return order[ragged_arange(starts, needed)] - starts.repeat(needed)
+
+
+def draw_sparse_groups(
+    rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray
+) -> list[list[int]]:
+    """Per group g, the first needed[g] distinct values of uniform draws from range(counts[g]),
+    in draw order: drawing without replacement by rejecting repeats.
+
+    Expected repeats among n draws from N values are about n^2 / (2N): each group draws four
+    times that plus a constant more than it needs; in the rare case a group is left short,
+    everything is redrawn with more. One `Generator.random` call per attempt for all groups;
+    repeats are dropped by `dict.fromkeys`, which keeps first occurrences in order. The same
+    draws and result as `_draw_sparse` (vectorised, faster beyond ~150 values in all)."""
+    extra = (2 * needed * needed) // counts + 4
+    needed_list = needed.tolist()
+    while True:
+        draws = needed + extra
+        # floor(u * n) < n for every double u < 1, so values stay in range(n).
+        values = (rng.random(int(draws.sum())) * counts.repeat(draws)).astype(np.int64).tolist()
+        groups: list[list[int]] = []
+        start = 0
+        for count, want in zip(draws.tolist(), needed_list):
+            distinct = list(dict.fromkeys(values[start : start + count]))
+            if len(distinct) < want:
+                break
+            groups.append(distinct[:want])
+            start += count
+        else:
+            return groups
+        extra = 2 * extra + needed
 
 
 def _draw_sparse(rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray) -> np.ndarray:

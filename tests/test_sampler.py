@@ -20,8 +20,11 @@ from episodes.episode_stats import episode_statistics, format_statistics
 from episodes.sampler import EpisodeSampler, MultiSourceSampler, SamplerConfig, sample_episode
 from episodes.sampler_config import SamplerError
 from episodes.sampler_formulas import (
+    SMALL_EPISODE_RECORDS,
+    _draw_sparse,
     choose_uniform,
     draw_distinct,
+    draw_sparse_groups,
     query_per_class,
     shots_per_class,
     stable_hash,
@@ -392,6 +395,38 @@ def test_draw_distinct_uniform(count, needed):
         assert np.abs(freq - expected).max() < 6 * math.sqrt(expected) + 1
     if count <= 65:
         assert_chi_square_ok(first.tolist())
+
+
+@pytest.mark.parametrize(
+    ("counts", "needed"),
+    [([100, 100, 100, 100, 100], [20] * 5), ([1300, 900, 70], [11, 3, 17]), ([30, 26], [25, 26])],
+)
+def test_python_and_numpy_sparse_draws_agree_exactly(counts, needed):
+    """The small-episode path (pure Python) must give the very draws of the vectorised one,
+    including the redraws when a group comes up short (forced by the last case)."""
+    counts, needed = np.array(counts), np.array(needed)
+    for seed in range(300):
+        groups = draw_sparse_groups(np.random.default_rng(seed), counts, needed)
+        flat = _draw_sparse(np.random.default_rng(seed), counts, needed)
+        assert [len(g) for g in groups] == needed.tolist()
+        assert np.array_equal(np.concatenate(groups), flat)
+        assert all(len(set(g)) == len(g) for g in groups)
+
+
+def test_small_episode_path_gives_the_same_descriptions_as_the_general_one(monkeypatch):
+    spec = DatasetSpec(
+        name="flat",
+        class_names=[f"c{i}" for i in range(30)],
+        images_per_class=[100 + 7 * i for i in range(30)],
+        split_classes={Split.TRAIN: list(range(30)), Split.VALID: [], Split.TEST: []},
+    )
+    config = SamplerConfig.fixed(5, 5, 15)  # 100 records: the small-episode path
+    assert 5 * (5 + 15) <= SMALL_EPISODE_RECORDS
+    fast = [EpisodeSampler(spec, "train", config, 3).episode(i) for i in range(200)]
+    monkeypatch.setattr("episodes.sampler.SMALL_EPISODE_RECORDS", 0)  # general path only
+    general = [EpisodeSampler(spec, "train", config, 3).episode(i) for i in range(200)]
+    assert fast == general
+    assert all(list(s) == sorted(s) for d in fast for s in d.support + d.query)
 
 
 def test_choose_uniform_and_draw_errors():
