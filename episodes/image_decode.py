@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import os
 import threading
-import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 
@@ -172,16 +172,15 @@ class ParallelismGauge:
 
     Pillow holds the GIL while it parses headers, so for small images (and on one free core: a
     CPU quota, or other processes on the others) worker threads can be slower than decoding
-    inline. What is compared is the reader's own cadence: wall time per image from one
-    episode's start to the next's (the median over a stretch, so one long pause of the caller
-    does not decide). That includes waiting for decodes, the GIL contention that pool threads
-    cause the calling thread, and any overlap of pool decoding with the caller's work between
-    episodes. Each way runs a probe of `settle + window` episodes (the
-    first `settle` intervals after a switch are not counted: the prefetch pipeline is filling
-    or draining); the faster way then runs `backoff` episodes before the other is probed again
-    (`backoff` doubles after each probe that loses, up to `max_backoff`, and resets when a
-    probe wins). The pool counts as faster only when it beats inline by `margin` (10%): a
-    hysteresis against load noise, in favour of the way that leaves the caller's cores free."""
+    inline; for large images, whose decoding runs without the GIL, they are faster. So both are
+    timed, in cycles: a probe decodes `settle + window` episodes on the pool *synchronously*
+    (the first `settle` not counted: they may share the threads with episodes still in flight),
+    then `window` inline; each counted episode gives its decode time per image. The way with
+    the lower median then runs `backoff` episodes (the pool pipelined), and a new probe
+    follows. `backoff` doubles while the same way keeps winning, up to `max_backoff`. The pool
+    must be faster by `margin` (10%): a hysteresis against load noise, in favour of the way
+    that leaves the caller's cores free. Timing whole episodes in isolation keeps the caller's
+    pauses and the pipeline's bursts out of the comparison."""
 
     def __init__(
         self,
@@ -191,7 +190,6 @@ class ParallelismGauge:
         backoff: int = 16,
         max_backoff: int = 256,
         margin: float = 1.1,
-        clock: Callable[[], float] = time.perf_counter,
     ):
         self.enabled = workers >= 1 and usable_cores() >= 2
         self.window = max(1, window)
@@ -200,61 +198,55 @@ class ParallelismGauge:
         self.max_backoff = max_backoff
         self.backoff = backoff
         self.margin = margin
-        self.clock = clock
-        self.rates: dict[str, float] = {}  # "inline" / "pool" -> images per second, last stretch
-        self.mode = "pool"
-        self._probe = True
-        self._left = self.settle + self.window  # episodes left in the current stretch
-        self._skip = self.settle  # intervals of this stretch still not counted
-        self._previous: tuple[float, int] | None = None  # start time and images, last episode
-        self._per_image: list[float] = []  # counted intervals of this stretch, s per image
+        self.rates: dict[str, float] = {}  # "inline" / "pool" -> images per second, last probe
+        self.winner: str | None = None
+        self._samples: dict[str, list[float]] = {"pool": [], "inline": []}
+        self._plan: deque[tuple[str, bool, bool]] = deque()
         self._lock = threading.Lock()
+        self._plan_probe()
 
-    def use_pool(self, images: int) -> bool:
-        """Whether the next episode (of `images` images) goes to the pool."""
+    def _plan_probe(self) -> None:
+        self._samples = {"pool": [], "inline": []}
+        self._plan.extend([("pool", True, False)] * self.settle)
+        self._plan.extend([("pool", True, True)] * self.window)
+        self._plan.extend([("inline", True, True)] * self.window)
+
+    def next_episode(self) -> tuple[str, bool, bool]:
+        """(mode, synchronous, timed) for the next episode: mode "pool" or "inline"; a
+        synchronous episode is finished before the reader goes on; a timed one is reported
+        with `record`."""
         if not self.enabled:
-            return False
-        now = self.clock()
+            return "inline", True, False
         with self._lock:
-            if self._previous is not None:
-                started, count = self._previous
-                if self._skip > 0:
-                    self._skip -= 1
-                elif count > 0:
-                    self._per_image.append((now - started) / count)
-            if self._left <= 0:
-                self._next_stretch()
-            self._left -= 1
-            self._previous = (now, images)
-            return self.mode == "pool"
+            if not self._plan:
+                self._decide()
+            return self._plan.popleft()
 
-    def _next_stretch(self) -> None:  # with the lock held
-        ran = self.mode
-        other = "inline" if ran == "pool" else "pool"
-        median = float(np.median(self._per_image)) if self._per_image else 0.0
-        if median > 0:
-            self.rates[ran] = 1.0 / median
-        elif self._probe:  # nothing measured yet: extend the probe
-            self._left = self.window
-            self._per_image.clear()
+    def record(self, mode: str, images: int, seconds: float) -> None:
+        """A timed episode of `images` images took `seconds` to decode in `mode`."""
+        if images > 0 and seconds > 0:
+            with self._lock:
+                self._samples[mode].append(seconds / images)
+
+    def _decide(self) -> None:  # with the lock held; the plan is empty
+        if self.winner is not None and self._plan_was_run:
+            self._plan_was_run = False
+            self._plan_probe()
             return
-        if other not in self.rates:
-            self._switch(other, True, self.window)
-        elif self._probe:
+        for mode, samples in self._samples.items():
+            if samples:
+                self.rates[mode] = 1.0 / float(np.median(samples))
+        if "pool" in self.rates and "inline" in self.rates:
             pool_wins = self.rates["pool"] > self.margin * self.rates["inline"]
-            best = "pool" if pool_wins else "inline"
-            if best == ran:
-                self.backoff = self.first_backoff
-            else:
-                self.backoff = min(2 * self.backoff, self.max_backoff)
-            self._switch(best, False, self.backoff)
+            winner = "pool" if pool_wins else "inline"
+        else:  # nothing measured (all episodes empty): keep decoding inline for a while
+            winner = "inline"
+        if winner == self.winner:
+            self.backoff = min(2 * self.backoff, self.max_backoff)
         else:
-            self._switch(other, True, self.window)
+            self.backoff = self.first_backoff
+        self.winner = winner
+        self._plan.extend([(winner, False, False)] * self.backoff)
+        self._plan_was_run = True
 
-    def _switch(self, mode: str, probe: bool, length: int) -> None:
-        """Run `mode` for `length` counted episodes (plus `settle` uncounted after a change)."""
-        changed = mode != self.mode
-        self.mode, self._probe = mode, probe
-        self._skip = self.settle if changed else 0
-        self._left = self._skip + length
-        self._per_image.clear()
+    _plan_was_run = False

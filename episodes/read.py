@@ -400,14 +400,25 @@ class EpisodeReader:
             jobs = [functools.partial(gather, g) for g in groups]
             return _InFlight(description, images, submit_jobs(pool, jobs))
         rows = self._rows(description)
-        if pool is None or not self._gauge.use_pool(len(rows)):
+        mode, synchronous, timed = (
+            ("inline", True, False) if pool is None else self._gauge.next_episode()
+        )
+        t0 = time.perf_counter()
+        if mode == "inline":
             source.images.decode_rows(rows, images)
-            return _InFlight(description, images, None)
-        jobs = [
-            functools.partial(source.images.decode_rows, rows[chunk.start : chunk.stop], images)
-            for chunk in chunk_ranges(len(rows), 4 * self.num_threads)
-        ]
-        return _InFlight(description, images, submit_jobs(pool, jobs))
+            futures = None
+        else:
+            jobs = [
+                functools.partial(source.images.decode_rows, rows[c.start : c.stop], images)
+                for c in chunk_ranges(len(rows), 4 * self.num_threads)
+            ]
+            futures = submit_jobs(pool, jobs)
+            if synchronous:
+                wait_all(futures)
+                futures = None
+        if timed:
+            self._gauge.record(mode, len(rows), time.perf_counter() - t0)
+        return _InFlight(description, images, futures)
 
     def _finish(self, flight: _InFlight) -> Episode:
         if flight.ticket is not None:

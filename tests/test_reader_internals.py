@@ -69,61 +69,44 @@ def test_gather_many_equals_per_class_gathers_and_checks_bounds(tiny_dataset):
         cache.gather_many([(1, [6], 0)], out)
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def drive(gauge, clock, episodes, seconds_per_episode, drain=None):
-    """Feed `episodes` episodes of 10 images; each lasts seconds_per_episode[mode] (plus
-    `drain` seconds for the first one after a switch). Returns the decisions as P/I."""
+def drive(gauge, episodes, seconds_per_image):
+    """Run `episodes` episodes of 10 images, reporting the timed ones; returns the decisions
+    as letters: P/I for pool/inline, upper case when synchronous, '*' after a timed one."""
     out = []
     for _ in range(episodes):
-        mode = "pool" if gauge.use_pool(10) else "inline"
-        if drain is not None and out and out[-1] != mode[0].upper():
-            clock.now += drain
-        out.append(mode[0].upper())
-        clock.now += seconds_per_episode[mode]
-    return "".join(out)
+        mode, synchronous, timed = gauge.next_episode()
+        letter = mode[0].upper() if synchronous else mode[0]
+        if timed:
+            gauge.record(mode, 10, 10 * seconds_per_image[mode])
+            letter += "*"
+        out.append(letter)
+    return " ".join(out)
 
 
-def test_gauge_probes_both_ways_then_keeps_the_faster_with_growing_backoff():
-    clock = FakeClock()
-    gauge = ParallelismGauge(workers=2, window=2, settle=1, backoff=4, clock=clock)
+def test_gauge_probes_both_ways_then_runs_the_faster_with_growing_backoff():
+    gauge = ParallelismGauge(workers=2, window=2, settle=1, backoff=4)
     gauge.enabled = True  # whatever this machine's free cores, test the decision rule
-    decisions = drive(gauge, clock, 24, {"pool": 1.0, "inline": 0.1})
-    # pool probe (1 settling + 2 counted), inline probe, inline for 4, pool probe loses,
-    # inline for 8 (backoff doubled), ...
-    assert decisions[:21] == "PPP" + "III" + "IIII" + "PPP" + "IIIIIIII"
+    decisions = drive(gauge, 22, {"pool": 0.1, "inline": 0.01})
+    probe = "P P* P* I* I*"  # pool synchronous (1 settling, 2 timed), then inline timed
+    assert decisions == " ".join([probe, "i i i i", probe, "i i i i i i i i"])
     assert gauge.rates == {"pool": pytest.approx(10.0), "inline": pytest.approx(100.0)}
-    assert gauge.backoff == 8
+    assert gauge.winner == "inline" and gauge.backoff == 8
 
 
-def test_gauge_keeps_the_pool_when_it_is_faster_and_ignores_settling_intervals():
-    clock = FakeClock()
-    gauge = ParallelismGauge(workers=2, window=3, settle=2, backoff=6, clock=clock)
+def test_gauge_runs_the_pool_pipelined_when_it_wins_by_its_margin():
+    gauge = ParallelismGauge(workers=2, window=2, settle=1, backoff=3, margin=1.1)
     gauge.enabled = True
-    # Every switch costs a 5 s stall in its first interval (a draining pipeline): not counted.
-    decisions = drive(gauge, clock, 40, {"pool": 0.05, "inline": 0.1}, drain=5.0)
-    assert gauge.rates == {"pool": pytest.approx(200.0), "inline": pytest.approx(100.0)}
-    # probes of 2 settling + 3 counted; the losing inline probe doubles the pool's run (2 + 12)
-    assert decisions[:29] == "PPPPP" + "IIIII" + "P" * 14 + "IIIII"
-    assert gauge.backoff == 24 and decisions[29:] == "P" * 11
-
-
-def test_gauge_needs_the_pool_to_win_by_its_margin():
-    clock = FakeClock()
-    gauge = ParallelismGauge(workers=2, window=2, settle=1, backoff=4, margin=1.1, clock=clock)
-    gauge.enabled = True
-    decisions = drive(gauge, clock, 10, {"pool": 0.095, "inline": 0.1})  # pool 5% faster
-    assert decisions == "PPP" + "III" + "IIII"
-    assert gauge.rates["pool"] == pytest.approx(gauge.rates["inline"] / 0.95)
+    decisions = drive(gauge, 8, {"pool": 0.005, "inline": 0.01})  # pool twice as fast
+    assert decisions == "P P* P* I* I* p p p"
+    assert gauge.winner == "pool"
+    close = ParallelismGauge(workers=2, window=2, settle=1, backoff=3, margin=1.1)
+    close.enabled = True
+    decisions = drive(close, 8, {"pool": 0.0095, "inline": 0.01})  # pool only 5% faster
+    assert decisions.endswith("i i i") and close.winner == "inline"
+    assert close.rates["pool"] == pytest.approx(close.rates["inline"] / 0.95)
 
 
 def test_gauge_disabled_never_uses_the_pool():
     gauge = ParallelismGauge(workers=0)
     assert not gauge.enabled
-    assert not any(gauge.use_pool(10) for _ in range(10))
+    assert all(gauge.next_episode() == ("inline", True, False) for _ in range(10))
