@@ -170,8 +170,14 @@ class _Ticket:
     done: bool = False
 
 
-def _shutdown(processes: list, connections: list[Connection], slots: list[_Slot]) -> None:
-    """Stop the workers and free every slot (also run at garbage collection and exit)."""
+def _shutdown(
+    owner: int, processes: list, connections: list[Connection], slots: list[_Slot]
+) -> None:
+    """Stop the workers and free every slot (also run at garbage collection and exit); only in
+    the process that started them: a forked child (a DataLoader worker) inherits this
+    finalizer, and must leave its parent's workers and shared memory alone."""
+    if os.getpid() != owner:
+        return
     for conn in connections:
         try:
             conn.send(None)
@@ -219,7 +225,7 @@ class DecodeProcessPool:
         self._broken: DecodeProcessError | None = None
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(
-            self, _shutdown, self._processes, self._connections, self._slots
+            self, _shutdown, os.getpid(), self._processes, self._connections, self._slots
         )
 
     # -- lifecycle ----------------------------------------------------------------------

@@ -11,6 +11,7 @@ stream ends or the reader closes it.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import weakref
 from collections.abc import Iterator
@@ -50,7 +51,10 @@ def _produce(conn: Connection, sampler: Any, start: int, stop: int | None, batch
         return
 
 
-def _stop(process: Any, conn: Connection) -> None:
+def _stop(owner: int, process: Any, conn: Connection) -> None:
+    """Stop the helper; only in the process that started it (not in a forked child)."""
+    if os.getpid() != owner:
+        return
     try:
         conn.send(None)
     except (OSError, ValueError):
@@ -118,7 +122,7 @@ class DescriptionPrefetcher:
         self._batch: list[EpisodeDescription] = []
         self._position = 0
         self._ended = False
-        self._finalizer = weakref.finalize(self, _stop, self._process, self._conn)
+        self._finalizer = weakref.finalize(self, _stop, os.getpid(), self._process, self._conn)
 
     def __iter__(self) -> Iterator[EpisodeDescription]:
         return self

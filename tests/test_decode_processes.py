@@ -179,3 +179,28 @@ def test_too_little_shared_memory_is_reported_before_workers_write(tmp_path):
     check_shared_memory_room(1 << 20, str(tmp_path))  # a megabyte fits anywhere
     with pytest.raises(DecodeProcessError, match=rf"{tmp_path} has .* MB free .*--shm-size"):
         check_shared_memory_room(1 << 60, str(tmp_path))  # an exabyte fits nowhere
+
+
+def _finalize_inherited_copy(reader) -> None:  # runs in a forked child
+    reader._process_pool._finalizer()  # what garbage collection does at the child's exit
+    os._exit(0)
+
+
+def test_a_forked_child_leaves_the_parents_workers_and_memory_alone(toy):
+    import multiprocessing
+
+    config = SamplerConfig.fixed(ways=3, shots=2, query=2)
+    with EpisodeReader(toy.root, "test", config, 0, image_size=16, decode_processes=2) as reader:
+        before = reader.episode(0)
+        names = {slot.name for slot in reader._process_pool._slots}
+        child = multiprocessing.get_context("fork").Process(
+            target=_finalize_inherited_copy, args=(reader,)
+        )
+        child.start()
+        child.join(timeout=20)
+        assert child.exitcode == 0
+        assert all(p.is_alive() for p in reader._process_pool._processes)
+        if SHM.is_dir():
+            assert names <= segments()
+        again = reader.episode(0)
+        assert np.array_equal(again.query_images, before.query_images)
