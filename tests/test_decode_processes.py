@@ -204,3 +204,24 @@ def test_a_forked_child_leaves_the_parents_workers_and_memory_alone(toy):
             assert names <= segments()
         again = reader.episode(0)
         assert np.array_equal(again.query_images, before.query_images)
+
+
+def test_spawned_workers_decode_the_same_pixels(toy):
+    """`spawn` is the start method where the platform has no forkserver (macOS, Windows)."""
+    from episodes.decode_processes import DecodeProcessPool, RecordSource
+
+    rows = [(0, 6, 0), (1, 6, 3), (2, 7, 5), (3, 8, 1)]
+    sources = {"toy": RecordSource(str(toy.root), toy.file_pattern)}
+    pool = DecodeProcessPool(2, sources, 12, start_method="spawn")
+    try:
+        pixels = pool.collect(pool.submit("toy", rows, 4))
+        workers = list(pool._processes)
+        assert len(workers) == 2 and pool.start_method == "spawn"
+    finally:
+        pool.close()
+    assert not any(p.is_alive() for p in workers)
+    with EpisodeReader(toy.root, "test", sampler=ListSampler([description()]), image_size=12,
+                       num_threads=0) as reader:
+        expected = np.empty((4, 12, 12, 3), np.uint8)
+        reader._sources["toy"].images.decode_rows(rows, expected)
+    assert np.array_equal(pixels, expected)
