@@ -8,6 +8,7 @@ platforms, so an episode is the same on every machine.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import numpy as np
@@ -26,9 +27,24 @@ def stable_hash(label: str) -> int:
     return int.from_bytes(hashlib.sha256(label.encode("utf-8")).digest()[:8], "little")
 
 
+def uint32_words(value: int) -> list[int]:
+    """A non-negative int as SeedSequence reads it: little-endian 32-bit words (0 is [0])."""
+    return [(value >> (32 * k)) & 0xFFFFFFFF for k in range(max(1, -(-value.bit_length() // 32)))]
+
+
+@functools.lru_cache(maxsize=256)
+def _label_words(labels: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(word for label in labels for word in uint32_words(label))
+
+
 def episode_rng(seed: int, index: int, labels: tuple[int, ...]) -> np.random.Generator:
-    """Generator of one episode from SeedSequence entropy [seed, index, *labels]."""
-    return np.random.default_rng([seed, index, *labels])
+    """Generator of one episode from SeedSequence entropy [seed, index, *labels].
+
+    SeedSequence turns a sequence of ints into the concatenation of their 32-bit words, so the
+    words are handed over as one uint32 array (the labels' words computed once): the same
+    generator as `default_rng([seed, index, *labels])`, without converting every int anew."""
+    words = [*uint32_words(int(seed)), *uint32_words(int(index)), *_label_words(labels)]
+    return np.random.default_rng(np.array(words, dtype=np.uint32))
 
 
 def query_per_class(images: np.ndarray, max_query: int = 10) -> int:

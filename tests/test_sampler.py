@@ -25,6 +25,7 @@ from episodes.sampler_formulas import (
     choose_uniform,
     draw_distinct,
     draw_sparse_groups,
+    episode_rng,
     query_per_class,
     shots_per_class,
     stable_hash,
@@ -395,6 +396,13 @@ def test_draw_distinct_uniform(count, needed):
         assert np.abs(freq - expected).max() < 6 * math.sqrt(expected) + 1
     if count <= 65:
         assert_chi_square_ok(first.tolist())
+
+
+def test_episode_rng_is_default_rng_of_seed_index_and_labels():
+    labels = (stable_hash("ilsvrc_2012"), stable_hash("train"), 0, 2**32, 5)
+    for seed, index in ((0, 0), (0, 1), (7, 2**32), (3, 2**40 + 5), (2**33, 123456789)):
+        expected = np.random.default_rng([seed, index, *labels]).random(8)
+        assert np.array_equal(episode_rng(seed, index, labels).random(8), expected)
 
 
 @pytest.mark.parametrize(
