@@ -225,3 +225,20 @@ def test_spawned_workers_decode_the_same_pixels(toy):
         expected = np.empty((4, 12, 12, 3), np.uint8)
         reader._sources["toy"].images.decode_rows(rows, expected)
     assert np.array_equal(pixels, expected)
+
+
+def test_multi_source_episodes_decode_the_same_in_workers(tmp_path):
+    first = write_dataset(tmp_path / "one", name="one", per_class=(20,) * 9, fmt="JPEG")
+    second = write_dataset(tmp_path / "two", name="two", per_class=(16,) * 6)  # PNG
+    config = SamplerConfig(min_ways=2, max_ways=3)
+    roots = [first.root, second.root]
+    inline = EpisodeReader(roots, "test", config, 1, image_size=10, num_threads=0, dtype="float32")
+    workers = EpisodeReader(roots, "test", config, 1, image_size=10, decode_processes=2,
+                            dtype="float32")
+    with inline, workers:
+        pairs = list(zip(inline.episodes(0, 16), workers.episodes(0, 16)))
+    assert {a.source for a, _ in pairs} == {"one", "two"}
+    for a, b in pairs:
+        assert a.source == b.source and a.query_images.dtype == np.float32
+        assert np.array_equal(a.support_images, b.support_images)
+        assert np.array_equal(a.query_images, b.query_images)
