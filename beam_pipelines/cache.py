@@ -23,6 +23,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from episodes.atomic_files import staging_folder
 from episodes.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.decoded_cache import (
     MANIFEST,
@@ -31,7 +32,6 @@ from episodes.decoded_cache import (
     decode_class,
     finish_cache,
     manifest_for,
-    staging_dir,
     write_class_array,
 )
 from episodes.record_reader import CorruptRecordError, RecordReader
@@ -118,7 +118,7 @@ def build_cache(
     target = cache_path(spec.root, size, cache_root)
     if target.exists() and not overwrite:
         raise DecodedCacheError(f"{target}: a decoded cache exists (pass --overwrite)")
-    staging = staging_dir(target)
+    staging = staging_folder(target)
     try:
         with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
             _ = (

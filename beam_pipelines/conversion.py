@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import apache_beam as beam
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.sources.base import LayoutError, Source
 from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
+from episodes.atomic_files import replace_folder, staging_folder
 from episodes.dataset_spec import DatasetSpec, Split, load_spec
 
 
@@ -71,22 +71,13 @@ def check_output(output: Path, overwrite: bool) -> None:
 def begin_output(output: Path, overwrite: bool) -> Path:
     """Check `output` may be written and create the hidden temp folder the job writes into."""
     check_output(output, overwrite)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.parent / f".{output.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    return tmp
+    return staging_folder(output)
 
 
 def commit_output(tmp: Path, output: Path) -> None:
     """Move a finished temp folder into place (replacing an old output only now)."""
     load_spec(tmp)  # the job must have written a readable spec
-    old = None
-    if output.exists():
-        old = output.parent / f".{output.name}.old-{uuid.uuid4().hex[:8]}"
-        output.rename(old)
-    tmp.rename(output)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    replace_folder(tmp, output)
 
 
 def abort_output(tmp: Path) -> None:

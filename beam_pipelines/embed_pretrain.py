@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from episodes.atomic_files import write_text_atomically
 from episodes.dataset_spec import DatasetSpec, load_spec
 from learners.episode_source import EpisodeOptions
 from learners.learner import LearnerConfig
@@ -74,10 +75,7 @@ def write_all_classes_split(spec: DatasetSpec, path: str | os.PathLike) -> Path:
         "valid": [],
         "test": [],
     }
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(content, indent=1) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomically(path, json.dumps(content, indent=1) + "\n")
 
 
 def pretrain_run_config(

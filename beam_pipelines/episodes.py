@@ -26,6 +26,7 @@ from typing import Any
 import apache_beam as beam
 
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from episodes.atomic_files import atomic_path, replace_folder
 from episodes.dataset_spec import SpecError
 from episodes.episode_shards import (
     MANIFEST,
@@ -95,11 +96,10 @@ def write_shard(job: ShardJob, shard: int, reader: EpisodeReader) -> dict[str, A
     """Write shard `shard` of `job` into the staging folder; return its file and count."""
     name = shard_file_name(shard, job.num_shards)
     path = Path(job.staging) / name
-    tmp = path.with_name(f".{name}.tmp{os.getpid()}")
     count = 0
     t0 = last = time.monotonic()
     indices = shard_indices(shard, job.num_shards, job.start, job.num_episodes)
-    with open(tmp, "wb") as out:
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
         for index in indices:
             description = reader.describe(index)
             support, query = reader.encoded_images(description)
@@ -124,7 +124,6 @@ def write_shard(job: ShardJob, shard: int, reader: EpisodeReader) -> dict[str, A
                     file=sys.stderr,
                     flush=True,
                 )
-    os.replace(tmp, path)
     return {"shard": shard, "file": name, "episodes": count}
 
 
@@ -209,13 +208,7 @@ def write_episode_shards(
         raise
     finally:
         reader.close()
-    if output.exists():
-        old = output.parent / f".{output.name}.old{os.getpid()}"
-        os.replace(output, old)
-        os.replace(staging, output)
-        shutil.rmtree(old)
-    else:
-        os.replace(staging, output)
+    replace_folder(staging, output)
     return manifest
 
 

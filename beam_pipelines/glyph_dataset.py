@@ -27,7 +27,6 @@ import shutil
 import sys
 import time
 import unicodedata
-import uuid
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -39,6 +38,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import numpy as np
+
+from episodes.atomic_files import replace_folder, staging_folder
 
 GENERATOR_NAME = "beam_pipelines.glyph_dataset"
 GENERATOR_VERSION = "1.0"
@@ -939,22 +940,6 @@ def _check_output(
     )
 
 
-def _sibling(output_dir: Path, tag: str) -> Path:
-    """An unused hidden path next to `output_dir` (same file system, so renames are atomic)."""
-    return output_dir.parent / f".{output_dir.name}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def _move_into_place(staging: Path, output_dir: Path) -> None:
-    """Replace `output_dir` by `staging` with renames, so readers never see a partial dataset."""
-    if output_dir.exists():
-        retired = _sibling(output_dir, "old")
-        output_dir.rename(retired)
-        staging.rename(output_dir)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        staging.rename(output_dir)
-
-
 def _default_workers(characters: int) -> int:
     if characters < 100:
         return 1
@@ -1011,9 +996,7 @@ def generate(
         for cp in plan.codepoints
     ]
     workers = _default_workers(len(tasks)) if workers is None else max(1, workers)
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = _sibling(output_dir, "tmp")
-    staging.mkdir()  # unlike mkdtemp, honours the umask: the result is not private
+    staging = staging_folder(output_dir)  # unlike mkdtemp, honours the umask: not private
     try:
         writer = _ZipWriter(staging) if config.as_zip else _FolderWriter(staging)
         folders = _image_paths(plans)
@@ -1033,7 +1016,7 @@ def generate(
         manifest = _manifest(config, environment, plans)
         manifest["files"] = files
         (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1) + "\n", "utf-8")
-        _move_into_place(staging, output_dir)
+        replace_folder(staging, output_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

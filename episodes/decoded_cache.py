@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from episodes.atomic_files import atomic_path, replace_folder, staging_folder
 from episodes.dataset_spec import DatasetSpec
 from episodes.image_decode import INTERPOLATION, decode_image_into
 from episodes.record_reader import CorruptRecordError, RecordReader
@@ -89,12 +90,9 @@ def decode_class(
 
 def write_class_array(array: np.ndarray, folder: str | os.PathLike, class_id: int) -> Path:
     """Write one class's array as `{class_id}.npy` (temp name + rename)."""
-    folder = Path(folder)
-    target = folder / f"{class_id}.npy"
-    tmp = folder / f".{class_id}.npy.tmp{os.getpid()}"
-    with open(tmp, "wb") as stream:
+    target = Path(folder) / f"{class_id}.npy"
+    with atomic_path(target) as tmp, open(tmp, "wb") as stream:
         np.save(stream, array, allow_pickle=False)
-    os.replace(tmp, target)
     return target
 
 
@@ -114,30 +112,13 @@ def manifest_for(spec: DatasetSpec, size: int, counts: Sequence[int]) -> dict:
     }
 
 
-def staging_dir(target: Path) -> Path:
-    """A fresh temporary folder beside `target` (same filesystem, so rename is atomic)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    return tmp
-
-
 def finish_cache(tmp: Path, target: Path, manifest: dict, overwrite: bool = True) -> Path:
     """Write the manifest into `tmp` and move it to `target`, replacing an old cache."""
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-    if target.exists():
-        if not overwrite:
-            shutil.rmtree(tmp)
-            raise DecodedCacheError(f"{target}: a decoded cache exists (pass overwrite)")
-        old = target.parent / f".{target.name}.old{os.getpid()}"
-        os.replace(target, old)
-        os.replace(tmp, target)
-        shutil.rmtree(old)
-    else:
-        os.replace(tmp, target)
-    return target
+    if target.exists() and not overwrite:
+        shutil.rmtree(tmp)
+        raise DecodedCacheError(f"{target}: a decoded cache exists (pass overwrite)")
+    return replace_folder(tmp, target)
 
 
 def write_decoded_cache(
@@ -160,7 +141,7 @@ def write_decoded_cache(
     if size < 1:
         raise DecodedCacheError(f"cache image size must be >= 1, got {size}")
     target = cache_path(spec.root, size, cache_root)
-    tmp = staging_dir(target)
+    tmp = staging_folder(target)
     reader = RecordReader(spec.root, spec.file_pattern, index_cache_dir=index_cache_dir)
     class_ids = list(range(spec.num_classes)) if classes is None else list(classes)
     counts = [0] * spec.num_classes

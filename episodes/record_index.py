@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from episodes.atomic_files import write_bytes_atomically
 from episodes.tfrecord_io import iter_record_offsets
 
 MAGIC = b"FSTIDX01"
@@ -84,10 +85,7 @@ def build_index(records_path: str | os.PathLike) -> RecordIndex:
 
 def write_index(index: RecordIndex, index_path: str | os.PathLike) -> None:
     """Write atomically (temp file + rename), so readers never see a partial index."""
-    index_path = Path(index_path)
-    tmp = index_path.with_name(f".{index_path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(index.to_bytes())
-    os.replace(tmp, index_path)
+    write_bytes_atomically(index_path, index.to_bytes())
 
 
 def read_index(index_path: str | os.PathLike, records_path: str | os.PathLike | None = None) -> RecordIndex:

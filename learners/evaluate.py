@@ -20,7 +20,6 @@ import argparse
 import csv
 import json
 import math
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -29,6 +28,7 @@ from typing import Any
 
 import torch
 
+from episodes.atomic_files import write_text_atomically
 from learners.device import make_deterministic, resolve_device
 from learners.episode_eval import (
     CLASS_FIELDS,
@@ -251,9 +251,7 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
         **summarize_records(records),
         "out": str(out),
     }
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, out / "summary.json")
+    write_text_atomically(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     print(f"{summary['label']} on {args.split}: {_format(summary['accuracy'])}")
     for source_name, values in summary["per_source"].items():
         print(f"  {source_name}: {_format(values)}")

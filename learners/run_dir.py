@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from episodes.atomic_files import write_text_atomically
 from learners.episode_source import EpisodeOptions
 from learners.learner import Learner, LearnerConfig
 from learners.registry import MULTICLASS_ALIASES, build_learner
@@ -72,9 +73,7 @@ def write_or_check_run_config(run_dir: str | os.PathLike, config: RunConfig) -> 
                 f"{path} exists with different options {changed}: use a new --out folder "
                 "or the same options to resume"
             )
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
 
 
 def checkpoint_path(run_dir: str | os.PathLike, which: str) -> Path:

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from episodes.atomic_files import atomic_path
 from learners.learner import Learner
 from learners.metrics import AccuracySummary
 
@@ -73,15 +74,13 @@ def list_snapshots(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
 
 
 def _atomic_save(payload: dict[str, Any], path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
 
 
 def _atomic_copy(source: Path, target: Path) -> None:
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
+    with atomic_path(target) as tmp:
+        shutil.copyfile(source, tmp)
 
 
 def save_checkpoint(learner: Learner, step: int, path: Path) -> None:
@@ -122,12 +121,10 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def _rewrite_rows(path: Path, fields: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as handle:
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
-    os.replace(tmp, path)
 
 
 def _append_rows(path: Path, fields: tuple[str, ...], rows: list[dict[str, Any]]) -> None:

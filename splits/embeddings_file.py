@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from episodes.atomic_files import atomic_path
 
 REQUIRED_KEYS = ("class_names", "embeddings", "model", "weights_hash")
 
@@ -100,21 +101,14 @@ class EmbeddingsFile:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the npz atomically (temporary file, then rename)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=path.parent)
-        os.close(fd)
-        try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as handle:
             np.savez(
-                tmp,
+                handle,
                 class_names=np.array(self.class_names, dtype=str),
                 embeddings=np.ascontiguousarray(self.embeddings, dtype=np.float32),
                 model=np.array(self.model),
                 weights_hash=np.array(self.weights_hash),
             )
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         return path
 
     @classmethod

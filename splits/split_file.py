@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from episodes.atomic_files import write_text_atomically
 
 METHODS = ("published", "random", "semantic", "atg")
 SPLITS = ("train", "valid", "test")
@@ -190,17 +191,7 @@ class SplitFile:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write atomically (temporary file, then rename) so no half-written file remains."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(self.to_json())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_text_atomically(path, self.to_json())
 
 
 def _check_disjoint(lists: dict[str, Sequence[Any]], where: str) -> None:
