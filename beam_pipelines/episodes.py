@@ -38,7 +38,7 @@ from episodes.episode_shards import (
 from episodes.read import (
     EpisodeReader,
     ReaderError,
-    add_mixing_arguments,
+    add_episode_source_arguments,
     add_sampler_arguments,
     sampler_config_from_args,
 )
@@ -217,14 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m beam_pipelines.episodes",
         description="Write a stream of episodes as TFRecord shards (one tf.train.Example each).",
     )
-    parser.add_argument(
-        "--dataset",
-        action="append",
-        required=True,
-        help="converted dataset folder (repeat for multi-source episodes)",
-    )
-    parser.add_argument("--split", required=True, help="train, valid or test")
-    add_mixing_arguments(parser)
+    add_episode_source_arguments(parser)
     parser.add_argument("--episodes", type=int, required=True, help="number of episodes")
     parser.add_argument("--start", type=int, default=0, help="first episode index")
     parser.add_argument("--seed", type=int, default=0)

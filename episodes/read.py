@@ -590,6 +590,18 @@ def add_sampler_arguments(parser: argparse.ArgumentParser) -> None:
             )
 
 
+def add_episode_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """--dataset (repeatable), --split and the FIX-ML mixing options: where episodes come from."""
+    parser.add_argument(
+        "--dataset",
+        action="append",
+        required=True,
+        help="converted dataset folder (repeat for multi-source episodes)",
+    )
+    parser.add_argument("--split", required=True, help="train, valid or test")
+    add_mixing_arguments(parser)
+
+
 def add_mixing_arguments(parser: argparse.ArgumentParser) -> None:
     """--lambda / --base-split: FIX-ML's tau_BN(lambda) episodes (novel classes from --split)."""
     parser.add_argument(
@@ -680,14 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m episodes.read",
         description="Sample and read episodes of converted datasets; print a summary of each.",
     )
-    parser.add_argument(
-        "--dataset",
-        action="append",
-        required=True,
-        help="converted dataset folder (repeat for multi-source episodes)",
-    )
-    parser.add_argument("--split", required=True, help="train, valid or test")
-    add_mixing_arguments(parser)
+    add_episode_source_arguments(parser)
     parser.add_argument(
         "--split-file",
         help="split JSON (train/valid/test class names) overriding the spec's splits",
