@@ -30,6 +30,7 @@ import numpy as np
 
 from beam_pipelines.runner_options import RunnerChoice
 from episodes.dataset_spec import DatasetSpec, SpecError, load_spec
+from episodes.progress_lines import ProgressLines
 from splits.embeddings_file import EmbeddingsFile
 
 SKIPPED = "skipped"
@@ -108,37 +109,6 @@ def plan_chunks(images_per_class: Sequence[int], chunk_size: int) -> list[Chunk]
     return chunks
 
 
-class _Progress:
-    """Periodic lines from one worker: chunks, classes begun, images, rate and ETA."""
-
-    def __init__(self, expected_images: int, every_s: float, enabled: bool):
-        self.expected = expected_images
-        self.every_s = every_s
-        self.enabled = enabled
-        self.images = 0
-        self.chunks = 0
-        self.classes: set[int] = set()
-        self.start = time.monotonic()
-        self.last = self.start
-
-    def update(self, chunk: Chunk, images: int) -> None:
-        self.images += images
-        self.chunks += 1
-        self.classes.add(chunk.class_id)
-        now = time.monotonic()
-        if not self.enabled or now - self.last < self.every_s:
-            return
-        self.last = now
-        rate = self.images / max(now - self.start, 1e-9)
-        eta = max(self.expected - self.images, 0) / max(rate, 1e-9)
-        print(
-            f"[embed] pid {os.getpid()}: {len(self.classes):,} classes, {self.images:,} images "
-            f"({rate:,.0f} img/s, ETA {eta:.0f}s)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
 class EmbedChunksFn(beam.DoFn):
     """Chunk -> (class id, (chunk index, float64 feature sum, image count)).
 
@@ -177,11 +147,14 @@ class EmbedChunksFn(beam.DoFn):
             self.checkpoint, self.device
         )
         self.reader = RecordReader(self.dataset_dir, self.file_pattern)
-        self.progress = _Progress(
+        self.progress = ProgressLines(
+            f"embed pid {os.getpid()}",
             self.expected_images // self.workers,
+            "images",
             self.options.progress_every_s,
             self.options.progress,
         )
+        self.classes_begun: set[int] = set()
 
     def teardown(self) -> None:
         reader = getattr(self, "reader", None)
@@ -251,7 +224,8 @@ class EmbedChunksFn(beam.DoFn):
             if len(images):
                 total += self._feature_sum(images)
                 count += len(images)
-        self.progress.update(chunk, count)
+        self.classes_begun.add(chunk.class_id)
+        self.progress.advance(count, f"{len(self.classes_begun):,} classes begun")
         yield chunk.class_id, (chunk.index, total, count)
 
 

@@ -35,6 +35,7 @@ from episodes.episode_shards import (
     shard_file_name,
     shard_indices,
 )
+from episodes.progress_lines import ProgressLines
 from episodes.read import (
     EpisodeReader,
     ReaderError,
@@ -97,8 +98,8 @@ def write_shard(job: ShardJob, shard: int, reader: EpisodeReader) -> dict[str, A
     name = shard_file_name(shard, job.num_shards)
     path = Path(job.staging) / name
     count = 0
-    t0 = last = time.monotonic()
     indices = shard_indices(shard, job.num_shards, job.start, job.num_episodes)
+    bar = ProgressLines(f"episodes shard {shard}", len(indices), "episodes")
     with atomic_path(path) as tmp, open(tmp, "wb") as out:
         for index in indices:
             description = reader.describe(index)
@@ -114,16 +115,7 @@ def write_shard(job: ShardJob, shard: int, reader: EpisodeReader) -> dict[str, A
             )
             out.write(frame_record(payload))
             count += 1
-            now = time.monotonic()
-            if now - last >= 5.0:
-                last = now
-                rate = count / (now - t0)
-                print(
-                    f"[episodes] shard {shard}: {count}/{len(indices)} episodes, "
-                    f"{rate:.1f}/s, ETA {(len(indices) - count) / rate:.0f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            bar.advance()
     return {"shard": shard, "file": name, "episodes": count}
 
 

@@ -19,6 +19,7 @@ from PIL import Image
 
 from episodes.dataset_spec import SpecError, Split, load_spec
 from episodes.example_proto import ExampleDecodeError, decode_image_example
+from episodes.progress_lines import ProgressLines
 from episodes.record_index import RecordIndexError, index_path_for, read_index
 from episodes.tfrecord_io import RecordCorruptError, iter_record_offsets
 
@@ -88,7 +89,7 @@ def verify_dataset(dataset_dir: str | Path, decode: bool = True, progress: bool 
         report.problems.append(str(exc))
         return report
     report.classes = spec.num_classes
-    last = start
+    bar = ProgressLines("verify", spec.num_classes, "classes", enabled=progress)
     for class_id in range(spec.num_classes):
         n, size, problems, sizes = verify_class(
             spec.records_path(class_id), class_id, spec.images_per_class[class_id], decode
@@ -97,12 +98,7 @@ def verify_dataset(dataset_dir: str | Path, decode: bool = True, progress: bool 
         report.bytes += size
         report.problems.extend(problems)
         report.image_sizes.update(sizes)
-        now = time.monotonic()
-        if progress and now - last > 5:
-            last = now
-            rate = (class_id + 1) / (now - start)
-            eta = (spec.num_classes - class_id - 1) / rate
-            print(f"[verify] {class_id + 1}/{spec.num_classes} classes, ETA {eta:.0f}s", file=sys.stderr)
+        bar.advance()
     expected_files = {spec.file_pattern.format(c) for c in range(spec.num_classes)}
     stray = sorted(
         p.name for p in dataset_dir.glob("*.tfrecords") if p.name not in expected_files

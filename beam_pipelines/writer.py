@@ -14,8 +14,6 @@ import hashlib
 import io
 import logging
 import os
-import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,39 +25,13 @@ from beam_pipelines.image_codec import ImageOptions, ImageRejected, process_imag
 from beam_pipelines.sources.base import ConversionPlan, RawItem
 from episodes.dataset_spec import BiLevelHierarchy, DatasetSpec, Split
 from episodes.example_proto import encode_image_example
+from episodes.progress_lines import ProgressLines
 from episodes.record_index import RecordIndex
 from episodes.tfrecord_io import frame_record
 
 CONVERTER_VERSION = "1"
 REJECTED = "rejected"
 _LOG = logging.getLogger(__name__)
-
-
-class _Progress:
-    """Periodic progress lines (count, rate, ETA) from one worker, to stderr."""
-
-    def __init__(self, label: str, expected: int, share: float, every_s: float = 5.0):
-        self.label = label
-        self.expected = max(int(expected * share), 1) if expected else 0
-        self.every_s = every_s
-        self.count = 0
-        self.start = time.monotonic()
-        self.last = self.start
-
-    def tick(self) -> None:
-        self.count += 1
-        now = time.monotonic()
-        if now - self.last >= self.every_s:
-            self.last = now
-            rate = self.count / max(now - self.start, 1e-9)
-            eta = ""
-            if self.expected > self.count:
-                eta = f", ETA {(self.expected - self.count) / max(rate, 1e-9):.0f}s"
-            print(
-                f"[{self.label}] pid {os.getpid()}: {self.count:,} images, {rate:,.0f} img/s{eta}",
-                file=sys.stderr,
-                flush=True,
-            )
 
 
 class EncodeImagesFn(beam.DoFn):
@@ -72,10 +44,12 @@ class EncodeImagesFn(beam.DoFn):
         self.workers = max(workers, 1)
 
     def setup(self):
-        self._progress = _Progress("convert", self.expected, 1.0 / self.workers)
+        self._progress = ProgressLines(
+            f"convert pid {os.getpid()}", self.expected // self.workers, "images"
+        )
 
     def process(self, item: RawItem):
-        self._progress.tick()
+        self._progress.advance()
         if item.error:
             yield beam.pvalue.TaggedOutput(REJECTED, (item.path, item.error))
             return

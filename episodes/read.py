@@ -47,6 +47,7 @@ from episodes.image_decode import (
     submit_jobs,
     wait_all,
 )
+from episodes.progress_lines import ProgressLines
 from episodes.reader_errors import ReaderError
 from episodes.record_images import RecordImages
 from episodes.record_reader import CorruptRecordError, RecordReader
@@ -800,18 +801,10 @@ def _print_stats(reader: EpisodeReader, start: int, count: int) -> None:
 
     descriptions = []
     t0 = time.perf_counter()
-    last = t0
+    bar = ProgressLines("stats", count, "descriptions")
     for i in range(start, start + count):
         descriptions.append(reader.describe(i))
-        now = time.perf_counter()
-        if now - last > 5:
-            done = i - start + 1
-            rate = done / (now - t0)
-            print(
-                f"  described {done}/{count} ({rate:.0f}/s, ETA {(count - done) / rate:.0f} s)",
-                file=sys.stderr,
-            )
-            last = now
+        bar.advance()
     took = time.perf_counter() - t0
     print(f"statistics of {count} episodes (described in {took:.2f} s, {count / took:.0f}/s):")
     for line in format_statistics(episode_statistics(descriptions)):

@@ -200,7 +200,9 @@ def test_unreadable_record_is_skipped_and_reported(tmp_path, capsys) -> None:
     options = EmbedOptions(batch_size=3, chunk_size=4, device="cpu", progress_every_s=0.0)
     report = embed_dataset(spec.root, checkpoint, out, make_local_runner(1), options)
     progress = capsys.readouterr().err
-    assert "2 classes, 7 images" in progress and "img/s, ETA" in progress
+    assert "2 classes, 7 images" in progress  # the plan line
+    assert "6/7 images (" in progress and "images/s, ETA" in progress  # 1 record skipped
+    assert "2 classes begun" in progress
     assert report.images == 6
     assert [(Path(s["path"]).name, s["record"]) for s in report.skipped] == [("0.tfrecords", 2)]
     assert "not a decodable image" in report.skipped[0]["reason"]

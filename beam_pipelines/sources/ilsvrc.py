@@ -33,9 +33,7 @@ import argparse
 import io
 import os
 import re
-import sys
 import tarfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,6 +52,7 @@ from episodes.imagenet_dag import (
     classes_in_id_order,
     ilsvrc_2012_wnids,
 )
+from episodes.progress_lines import ProgressLines
 from episodes.wordnet import DEFAULT_WORDNET_DIR, WordNet, read_imagenet_is_a, read_wordnet
 
 TRAIN_TAR = "ILSVRC2012_img_train.tar"
@@ -297,22 +296,14 @@ class IlsvrcSource(Source):
                 for e in sorted(os.listdir(root))
                 if e.endswith(".tar") and WNID.match(e[:-4])
             ]
-        started = last = time.monotonic()
-        for done, (wnid, unit_kind, path, start, size) in enumerate(members, 1):
+        bar = ProgressLines(f"{self.name} plan", len(members), "class archives")
+        for wnid, unit_kind, path, start, size in members:
             names = None
             if wnid in listed:
                 with open(path, "rb") as handle:
                     names = sorted(inner_file_names(handle, start, size))
             found[wnid] = ((unit_kind, path, start, size), names)
-            if time.monotonic() - last > 5:
-                last = time.monotonic()
-                rate = done / (last - started)
-                print(
-                    f"[{self.name} plan] listed {done}/{len(members)} class archives, "
-                    f"ETA {(len(members) - done) / rate:.0f}s",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            bar.advance()
         return found
 
     def plan(self, input_path: Path) -> ConversionPlan:
