@@ -59,6 +59,16 @@ POOL_GATHER_BYTES = 8 << 20  # decoded-cache episodes smaller than this are copi
 
 
 
+ARRAY_FIELDS = (
+    "support_images",
+    "support_labels",
+    "support_class_ids",
+    "query_images",
+    "query_labels",
+    "query_class_ids",
+)  # an Episode's numpy arrays, as adapters and learners take them
+
+
 @dataclass(frozen=True, eq=False)
 class Episode:
     """One episode as numpy arrays; images (n, H, W, 3), labels 0..ways-1, absolute class ids."""

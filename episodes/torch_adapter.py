@@ -16,16 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from episodes.read import Episode, EpisodeReader
-
-ARRAY_FIELDS = (
-    "support_images",
-    "support_labels",
-    "support_class_ids",
-    "query_images",
-    "query_labels",
-    "query_class_ids",
-)
+from episodes.read import ARRAY_FIELDS, Episode, EpisodeReader
 
 
 def episode_to_tensors(episode: Episode, channels_first: bool = False) -> dict[str, Any]:

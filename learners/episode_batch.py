@@ -15,14 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-EPISODE_FIELDS = (
-    "support_images",
-    "support_labels",
-    "support_class_ids",
-    "query_images",
-    "query_labels",
-    "query_class_ids",
-)
+from episodes.read import ARRAY_FIELDS
 
 
 @dataclass(frozen=True)
@@ -56,10 +49,10 @@ def episode_field(episode: Any, name: str) -> Any:
     """Read a field from a dict-like or attribute-style episode; clear error when missing."""
     if isinstance(episode, Mapping):
         if name not in episode:
-            raise KeyError(f"episode has no field {name!r}; expected fields {EPISODE_FIELDS}")
+            raise KeyError(f"episode has no field {name!r}; expected fields {ARRAY_FIELDS}")
         return episode[name]
     if not hasattr(episode, name):
-        raise KeyError(f"episode has no field {name!r}; expected fields {EPISODE_FIELDS}")
+        raise KeyError(f"episode has no field {name!r}; expected fields {ARRAY_FIELDS}")
     return getattr(episode, name)
 
 
