@@ -255,10 +255,6 @@ class DecodeProcessPool:
             self._processes.append(process)
             self._connections.append(parent_end)
 
-    @property
-    def started(self) -> bool:
-        return bool(self._processes)
-
     def close(self) -> None:
         self._pending.clear()
         self._free.clear()
@@ -380,9 +376,7 @@ class DecodeProcessPool:
     def discard(self, ticket: _Ticket) -> None:
         """Forget a submitted ticket; its slot returns once its replies are read."""
         with self._lock:
-            if ticket.done:
-                if ticket in self._pending:  # pragma: no cover - done tickets are popped
-                    self._pending.remove(ticket)
+            if ticket.done:  # replies read already (it left the pending queue then)
                 self._free.append(ticket.slot)
             else:
                 ticket.discarded = True

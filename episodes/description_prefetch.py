@@ -168,8 +168,6 @@ class DescriptionPrefetcher:
             self._conn.send(True)  # one more batch may be computed
         except OSError:
             pass  # the helper finished its range
-        if not self._batch:  # pragma: no cover - the helper never sends empty batches
-            self._refill()
 
     def close(self) -> None:
         """Stop the helper process (idempotent)."""

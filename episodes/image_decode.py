@@ -202,6 +202,7 @@ class ParallelismGauge:
         self.winner: str | None = None
         self._samples: dict[str, list[float]] = {"pool": [], "inline": []}
         self._plan: deque[tuple[str, bool, bool]] = deque()
+        self._running = False  # the plan holds the winner's run (else a probe)
         self._lock = threading.Lock()
         self._plan_probe()
 
@@ -229,8 +230,8 @@ class ParallelismGauge:
                 self._samples[mode].append(seconds / images)
 
     def _decide(self) -> None:  # with the lock held; the plan is empty
-        if self.winner is not None and self._plan_was_run:
-            self._plan_was_run = False
+        if self._running:
+            self._running = False
             self._plan_probe()
             return
         for mode, samples in self._samples.items():
@@ -247,6 +248,4 @@ class ParallelismGauge:
             self.backoff = self.first_backoff
         self.winner = winner
         self._plan.extend([(winner, False, False)] * self.backoff)
-        self._plan_was_run = True
-
-    _plan_was_run = False
+        self._running = True
