@@ -46,8 +46,9 @@ def load_published(name: str, class_names: Sequence[str] | None = None) -> Split
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m splits.published",
-                                     description="List or show the shipped split files.")
+    parser = argparse.ArgumentParser(
+        prog="python -m splits.published", description="List or show the shipped split files."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list")
     show = sub.add_parser("show")
@@ -69,8 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     sizes = split.sizes()
-    print(f"{args.name}: {split.dataset} {split.method} "
-          f"{sizes['train']}/{sizes['valid']}/{sizes['test']}")
+    print(
+        f"{args.name}: {split.dataset} {split.method} "
+        f"{sizes['train']}/{sizes['valid']}/{sizes['test']}"
+    )
     if split.source:
         print(f"source: {split.source}")
     if split.index_convention:

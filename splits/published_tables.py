@@ -18,8 +18,7 @@ from pathlib import Path
 
 from splits.split_file import SplitFile
 
-PAPER = ("Arnold & Sha, 'Embedding Adaptation is Still Needed for Few-Shot Learning', "
-         "appendix A.6")
+PAPER = "Arnold & Sha, 'Embedding Adaptation is Still Needed for Few-Shot Learning', appendix A.6"
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "published" / "atg"
 
 
@@ -104,19 +103,28 @@ def parse_tables(text: str) -> list[SplitFile]:
                 f"{where}: indices do not cover 0..{info.num_classes - 1} exactly once "
                 f"({len(covered)} indices, {len(set(covered))} distinct)"
             )
-        parameters = {"generator": "atg", "R": float(setting), "divergence": "symmetric_kl",
-                      "lambda": 1.0, "iterations": 7000, "lr": 0.1, "momentum": 0.9}
+        parameters = {
+            "generator": "atg",
+            "R": float(setting),
+            "divergence": "symmetric_kl",
+            "lambda": 1.0,
+            "iterations": 7000,
+            "lr": 0.1,
+            "momentum": 0.9,
+        }
         if info.key in TEXT_SIZE_NOTES:
             parameters["note"] = TEXT_SIZE_NOTES[info.key]
-        splits.append(SplitFile(
-            dataset=info.key,
-            method="published",
-            parameters=parameters,
-            source=f"{PAPER}, {where}",
-            class_indices={s: lists[s] for s in ("train", "valid", "test")},
-            index_convention=info.convention,
-            num_classes=info.num_classes,
-        ))
+        splits.append(
+            SplitFile(
+                dataset=info.key,
+                method="published",
+                parameters=parameters,
+                source=f"{PAPER}, {where}",
+                class_indices={s: lists[s] for s in ("train", "valid", "test")},
+                index_convention=info.convention,
+                num_classes=info.num_classes,
+            )
+        )
     return splits
 
 
@@ -125,8 +133,10 @@ def published_file_name(split: SplitFile) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m splits.published_tables",
-                                     description="Regenerate the ATG paper's split files.")
+    parser = argparse.ArgumentParser(
+        prog="python -m splits.published_tables",
+        description="Regenerate the ATG paper's split files.",
+    )
     parser.add_argument("--paper", required=True, help="ATG paper as text (atg-arnold-sha.txt)")
     parser.add_argument("--out-dir", default=str(DEFAULT_OUT_DIR))
     args = parser.parse_args(argv)
