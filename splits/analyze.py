@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from episodes.util.cli_style import command_parser
 from splits.atg import normalise_rows
 from splits.divergences import (
     DEFAULT_DAMPING,
@@ -317,9 +318,9 @@ def _read_hierarchy(path: str) -> tuple[dict[str, list[str]], list[str] | None]:
     return data, None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m splits.analyze", description="Analyses of class splits and embeddings."
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "splits.analyze", description="Analyses of class splits and embeddings."
     )
     sub = parser.add_subparsers(dest="command", required=True)
     pca = sub.add_parser("pca", help="PCA picture of a split (ATG Fig. 3)")
@@ -344,7 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     summ = sub.add_parser("summary", help="sizes and distances of a split")
     summ.add_argument("--split", required=True)
     summ.add_argument("--embeddings")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         if args.command == "pca":
             emb = EmbeddingsFile.load(args.embeddings)

@@ -1,6 +1,6 @@
 """Meta-Dataset's published splits as split files (`splits/published/meta_dataset/*.json`).
 
-`python -m splits.published_meta_dataset --reference DIR [--out-dir ...]` reads the reference
+`python -m splits.published_meta_dataset --reference DIR [--output ...]` reads the reference
 files as published (`splits/<dataset>_splits.json` for the flat datasets; the ILSVRC-2012 and
 Omniglot dataset specs, whose splits are semantic) and writes one split file per dataset.
 ILSVRC-2012 is rebuilt with `semantic.dag_split` from the union of the spec's per-split WordNet
@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from episodes.util.cli_style import command_parser
 from splits.semantic import ILSVRC_ROOTS, OMNIGLOT_COUNTS, dag_split, superclass_split
 from splits.split_file import SPLITS, SplitFile
 
@@ -118,25 +119,34 @@ def reference_splits(reference_dir: str | Path) -> list[SplitFile]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m splits.published_meta_dataset",
-        description="Write Meta-Dataset's splits as split files.",
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "splits.published_meta_dataset", description="Write Meta-Dataset's splits as split files."
     )
     parser.add_argument(
         "--reference",
         required=True,
         help="reference-data/meta-dataset folder (splits/, dataset_specs/)",
     )
-    parser.add_argument("--out-dir", default=str(DEFAULT_OUT_DIR))
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--output",
+        default=str(DEFAULT_OUT_DIR),
+        metavar="DIR",
+        renamed_from=("--out-dir",),
+        help="folder for the split files (default: the shipped ones in splits/published/)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         splits = reference_splits(args.reference)
     except (ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for split in splits:
-        path = split.save(Path(args.out_dir) / f"{split.dataset}.json")
+        path = split.save(Path(args.output) / f"{split.dataset}.json")
         sizes = split.sizes()
         print(f"{path}: {sizes['train']}/{sizes['valid']}/{sizes['test']}")
     return 0

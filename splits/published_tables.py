@@ -1,6 +1,6 @@
 """Parse the ATG paper's taskset tables (App. A.6, Tables 6-11) into published split files.
 
-`python -m splits.published_tables --paper PATH [--out-dir splits/published/atg]` writes
+`python -m splits.published_tables --paper PATH [--output splits/published/atg]` writes
 `<dataset>_D<R>.json` for CIFAR-100, mini-ImageNet, EMNIST, LFW10 and tiered-ImageNet at
 D = 0.04, 0.32, 0.64, 0.96, keeping the class indices exactly as printed (with the index
 convention; see `splits.index_conventions`).  Each table row is checked: indices in range, no
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from episodes.util.cli_style import command_parser
 from splits.split_file import SplitFile
 
 PAPER = "Arnold & Sha, 'Embedding Adaptation is Still Needed for Few-Shot Learning', appendix A.6"
@@ -132,14 +133,23 @@ def published_file_name(split: SplitFile) -> str:
     return f"{split.dataset}_D{split.parameters['R']:.2f}.json"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m splits.published_tables",
-        description="Regenerate the ATG paper's split files.",
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "splits.published_tables", description="Regenerate the ATG paper's split files."
     )
     parser.add_argument("--paper", required=True, help="ATG paper as text (atg-arnold-sha.txt)")
-    parser.add_argument("--out-dir", default=str(DEFAULT_OUT_DIR))
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--output",
+        default=str(DEFAULT_OUT_DIR),
+        metavar="DIR",
+        renamed_from=("--out-dir",),
+        help="folder for the split files (default: the shipped ones in splits/published/)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     paper = Path(args.paper)
     if not paper.is_file():
         print(f"error: paper text {paper} does not exist", file=sys.stderr)
@@ -150,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {paper}: {err}", file=sys.stderr)
         return 2
     for split in sorted(splits, key=published_file_name):
-        path = split.save(Path(args.out_dir) / published_file_name(split))
+        path = split.save(Path(args.output) / published_file_name(split))
         sizes = split.sizes()
         print(f"{path}: {sizes['train']}/{sizes['valid']}/{sizes['test']}")
     return 0
