@@ -94,7 +94,7 @@ class SplitMethod:
     Parameters: ClassVar[type]
     reads: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, parameters: Any = None, **values: Any):
+    def __init__(self, parameters: Any = None, /, **values: Any):
         if parameters is not None and values:
             raise TypeError("give a Parameters object or keyword values, not both")
         if parameters is None:

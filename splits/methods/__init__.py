@@ -42,6 +42,6 @@ def method_class(name: str) -> type[SplitMethod]:
     return _REGISTRY[name]
 
 
-def get_method(name: str, parameters: Any = None, **values: Any) -> SplitMethod:
+def get_method(name: str, parameters: Any = None, /, **values: Any) -> SplitMethod:
     """The method `name` with its parameters (a Parameters object, or its fields as keywords)."""
     return method_class(name)(parameters, **values)
