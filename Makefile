@@ -71,8 +71,9 @@ demo-splits: venv
 	@echo "== demo 3/4: class embeddings, ATG splits at four divergences, their PCA pictures"
 	$(BIN)/python -m splits.embed --dataset $(OUT)/omniglot --pretrain cnn4 --image-size 28 \
 	    --pretrain-steps $(TRAIN_STEPS) --seed $(SEED) --output $(EMB) --direct_num_workers 2
-	$(BIN)/python -m splits.atg --embeddings $(EMB) --dataset omniglot --quiet --overwrite \
-	    --sweep 0.04 0.32 0.64 0.96 --seed $(SEED) --output-dir $(DATA)/splits/omniglot
+	$(BIN)/python -m splits make --method atg --embeddings $(EMB) --dataset $(OUT)/omniglot \
+	    --divergence 0.04 0.32 0.64 0.96 --seed $(SEED) --quiet --overwrite \
+	    --output $(DATA)/splits/omniglot
 	@for f in $(DATA)/splits/omniglot/*.json; do \
 	  $(BIN)/python -m splits.analyze summary --split $$f --embeddings $(EMB) || exit 1; \
 	  $(BIN)/python -m splits.analyze pca --embeddings $(EMB) --split $$f \

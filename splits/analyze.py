@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from episodes.util.cli_style import command_parser
 from splits.atg import normalise_rows
 from splits.divergences import (
     DEFAULT_DAMPING,
@@ -56,9 +57,7 @@ def pca_projection(
     return projected, extra
 
 
-def plot_pca(
-    embeddings: EmbeddingsFile, splits: Sequence[SplitFile], output: str | Path
-) -> Path:
+def plot_pca(embeddings: EmbeddingsFile, splits: Sequence[SplitFile], output: str | Path) -> Path:
     """PNG with one panel per split file: classes coloured by split, centroids as stars."""
     import matplotlib
 
@@ -72,20 +71,34 @@ def plot_pca(
         if split.centroids:
             centroids = np.array([split.centroids["train"], split.centroids["test"]])
             if centroids.shape[1] != unit.shape[1]:
-                raise ValueError(f"split for {split.dataset!r} has {centroids.shape[1]}-D "
-                                 f"centroids but the embeddings are {unit.shape[1]}-D")
+                raise ValueError(
+                    f"split for {split.dataset!r} has {centroids.shape[1]}-D "
+                    f"centroids but the embeddings are {unit.shape[1]}-D"
+                )
         points, cpoints = pca_projection(unit, centroids)
         labels = np.array(split_labels(split, embeddings.class_names))
         for name in SPLITS:
             mask = labels == name
-            ax.scatter(points[mask, 0], points[mask, 1], s=10, c=SPLIT_COLOURS[name],
-                       label=f"{name} ({int(mask.sum())})", alpha=0.7)
+            ax.scatter(
+                points[mask, 0],
+                points[mask, 1],
+                s=10,
+                c=SPLIT_COLOURS[name],
+                label=f"{name} ({int(mask.sum())})",
+                alpha=0.7,
+            )
         title = f"{split.dataset} ({split.method})"
         if cpoints is not None:
             for k, name in enumerate(("train", "test")):
-                ax.scatter(cpoints[k, 0], cpoints[k, 1], marker="*", s=300,
-                           c=SPLIT_COLOURS[name], edgecolors="black",
-                           label=f"mu_{name}")
+                ax.scatter(
+                    cpoints[k, 0],
+                    cpoints[k, 1],
+                    marker="*",
+                    s=300,
+                    c=SPLIT_COLOURS[name],
+                    edgecolors="black",
+                    label=f"mu_{name}",
+                )
             gap = float(np.linalg.norm(centroids[0] - centroids[1]))
             title += f"\nR={split.parameters.get('R')}, ||mu_train-mu_test||={gap:.3f}"
         ax.set_title(title, fontsize=9)
@@ -146,8 +159,9 @@ def divergence_accuracy_correlation(
         raise ValueError("accuracies contain NaN or infinite values")
     out: dict[str, dict[str, object]] = {}
     for name in divergences:
-        values = np.array([task_divergence(train_embeddings, t, name, family, damping)
-                           for t in tasks])
+        values = np.array(
+            [task_divergence(train_embeddings, t, name, family, damping) for t in tasks]
+        )
         if np.std(values) == 0 or np.std(acc) == 0:
             r = float("nan")
         else:
@@ -185,8 +199,9 @@ def leaf_hop_distances(parents: Mapping[str, Sequence[str]], leaves: Sequence[st
     index = {node: i for i, node in enumerate(nodes)}
     missing = [leaf for leaf in leaves if leaf not in index]
     if missing:
-        raise ValueError(f"{len(missing)} classes are not nodes of the hierarchy, e.g. "
-                         f"{missing[:5]}")
+        raise ValueError(
+            f"{len(missing)} classes are not nodes of the hierarchy, e.g. {missing[:5]}"
+        )
     rows = [index[c] for c, ps in parents.items() for _ in ps]
     cols = [index[p] for ps in parents.values() for p in ps]
     graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(nodes), len(nodes)))
@@ -241,17 +256,19 @@ def split_summary(split: SplitFile, embeddings: EmbeddingsFile | None = None) ->
     pairs: dict[str, dict[str, float]] = {}
     names = list(groups)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             xa, xb = groups[a], groups[b]
-            cross = np.sqrt(np.maximum(
-                (xa * xa).sum(1)[:, None] + (xb * xb).sum(1)[None, :] - 2 * xa @ xb.T, 0.0))
+            cross = np.sqrt(
+                np.maximum(
+                    (xa * xa).sum(1)[:, None] + (xb * xb).sum(1)[None, :] - 2 * xa @ xb.T, 0.0
+                )
+            )
             ma, mb = xa.mean(axis=0), xb.mean(axis=0)
             log_probs = class_log_probs(emb, torch.from_numpy(np.stack([ma, mb])))
             pairs[f"{a}-{b}"] = {
                 "mean_class_distance": float(cross.mean()),
                 "distance_between_means": float(np.linalg.norm(ma - mb)),
-                "symmetric_kl_of_mean_centroids": float(symmetric_kl(log_probs[0],
-                                                                     log_probs[1])),
+                "symmetric_kl_of_mean_centroids": float(symmetric_kl(log_probs[0], log_probs[1])),
             }
     out["between_splits"] = pairs
     return out
@@ -264,8 +281,7 @@ def _read_accuracies(path: str) -> list[float]:
         raise ValueError(f"accuracy file {p} does not exist")
     text = p.read_text(encoding="utf-8")
     try:
-        values = json.loads(text) if p.suffix == ".json" else [
-            float(x) for x in text.split()]
+        values = json.loads(text) if p.suffix == ".json" else [float(x) for x in text.split()]
     except ValueError as err:
         raise ValueError(f"{p}: cannot read accuracies ({err})") from None
     if not isinstance(values, list):
@@ -302,9 +318,10 @@ def _read_hierarchy(path: str) -> tuple[dict[str, list[str]], list[str] | None]:
     return data, None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m splits.analyze",
-                                     description="Analyses of class splits and embeddings.")
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "splits.analyze", description="Analyses of class splits and embeddings."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     pca = sub.add_parser("pca", help="PCA picture of a split (ATG Fig. 3)")
     pca.add_argument("--embeddings", required=True)
@@ -317,17 +334,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     cor.add_argument("--accuracies", required=True, help="JSON list or one number per line")
     cor.add_argument("--family", default="gaussian", choices=["gaussian", "multinomial"])
     cor.add_argument("--damping", type=float, default=DEFAULT_DAMPING)
-    cor.add_argument("--no-normalise", action="store_true",
-                     help="use raw instead of unit-normalised embeddings")
+    cor.add_argument(
+        "--no-normalise", action="store_true", help="use raw instead of unit-normalised embeddings"
+    )
     hop = sub.add_parser("hop", help="hop distance to a hierarchy (ATG Table 3)")
     hop.add_argument("--embeddings", required=True)
     target = hop.add_mutually_exclusive_group(required=True)
-    target.add_argument("--parents", help='hierarchy JSON {node: [parents]} (e.g. WordNet DAG)')
+    target.add_argument("--parents", help="hierarchy JSON {node: [parents]} (e.g. WordNet DAG)")
     target.add_argument("--other-embeddings", help="compare with another embedding's Ward tree")
     summ = sub.add_parser("summary", help="sizes and distances of a split")
     summ.add_argument("--split", required=True)
     summ.add_argument("--embeddings")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         if args.command == "pca":
             emb = EmbeddingsFile.load(args.embeddings)
@@ -335,8 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(plot_pca(emb, splits, args.output))
         elif args.command == "correlation":
             train = EmbeddingsFile.load(args.train_embeddings)
-            task_file = EmbeddingsFile.load(args.task_embeddings) if args.task_embeddings \
-                else train
+            task_file = EmbeddingsFile.load(args.task_embeddings) if args.task_embeddings else train
             accuracies = _read_accuracies(args.accuracies)
             tasks = _read_tasks(args.tasks, task_file.class_names)
 
@@ -346,8 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             tr = prep(train.embeddings)
             te = prep(task_file.embeddings)
             result = divergence_accuracy_correlation(
-                tr, [te[t] for t in tasks], accuracies, family=args.family,
-                damping=args.damping)
+                tr, [te[t] for t in tasks], accuracies, family=args.family, damping=args.damping
+            )
             for name, row in result.items():
                 print(f"{name:>14}: pearson r = {row['pearson_r']:+.3f}")
         elif args.command == "hop":

@@ -34,6 +34,9 @@ the paper's step size runs away once R is too large for the embeddings.  `reacha
 the first PILOT_STEPS steps of every start before the long work and refuses an R that none of
 them gets within tolerance of, naming the largest R that one does (bisection over such pilots,
 an estimate: the check after the full run is the one that decides what is saved).
+
+`python -m splits make --method atg` writes ATG split files (`splits.methods.atg`; the old name
+`python -m splits.atg` runs it for one release).
 """
 
 from __future__ import annotations
@@ -41,7 +44,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -51,14 +53,9 @@ import torch
 
 from episodes.util.progress_lines import ProgressLines
 from splits.divergences import DEFAULT_DAMPING, DIVERGENCES, atg_divergence, class_log_probs
-from splits.embeddings.embeddings_file import EmbeddingsFile, EmbeddingsFileError
+from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.split_file import SplitFile
-from splits.split_sizes import (
-    DEFAULT_FRACTIONS,
-    add_fractions_argument,
-    split_counts,
-    validate_fractions,
-)
+from splits.split_sizes import DEFAULT_FRACTIONS, split_counts, validate_fractions
 
 REDUCTIONS = ("mean", "sum")
 INITS = ("centre", "reference")
@@ -489,151 +486,17 @@ def default_file_name(config: ATGConfig) -> str:
     return f"atg_{config.divergence}_R{config.target_divergence:g}_seed{config.seed}.json"
 
 
-def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m splits.atg",
-        description="Generate train/valid/test class splits of controlled difficulty (ATG).",
-    )
-    parser.add_argument("--embeddings", required=True, help="class embeddings .npz")
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--divergence", type=float, metavar="R", help="target divergence R >= 0")
-    target.add_argument(
-        "--sweep", type=float, nargs="+", metavar="R", help="several targets; one split file per R"
-    )
-    parser.add_argument(
-        "--measure",
-        default="symmetric_kl",
-        choices=DIVERGENCES,
-        help="divergence D (default: symmetric_kl)",
-    )
-    parser.add_argument(
-        "--lambda",
-        dest="lam",
-        type=float,
-        default=1.0,
-        help="penalty weight (default 1; with the mean likelihood the paper's "
-        "summed objective's weight is M * lambda)",
-    )
-    parser.add_argument("--iterations", type=int, default=7000)
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--momentum", type=float, default=0.9)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--restarts",
-        type=int,
-        default=DEFAULT_RESTARTS,
-        help=f"starts per R; the lowest J that reaches R is kept (default {DEFAULT_RESTARTS})",
-    )
-    parser.add_argument(
-        "--init",
-        default="centre",
-        choices=INITS,
-        help="centroid starts: centre (default: mean embedding +- 0.01) or "
-        "reference (N(0, I), as the authors' example code)",
-    )
-    parser.add_argument(
-        "--tolerance",
-        type=float,
-        default=0.05,
-        help="largest relative miss of R that is saved (default 0.05)",
-    )
-    add_fractions_argument(parser)
-    parser.add_argument("--nll-reduction", default="mean", choices=REDUCTIONS)
-    parser.add_argument(
-        "--damping",
-        type=float,
-        default=DEFAULT_DAMPING,
-        help="diagonal damping of the Wasserstein-2 Gaussians",
-    )
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument(
-        "--dtype",
-        default="float32",
-        choices=tuple(DTYPES),
-        help="precision of the SGD iterations (final numbers are float64)",
-    )
-    parser.add_argument("--dataset", help="dataset name (default: embeddings file stem)")
-    parser.add_argument(
-        "--class-names-from",
-        help="dataset folder / dataset_spec.json / class list the embeddings must match",
-    )
-    parser.add_argument("--output", help="split file path (single --divergence only)")
-    parser.add_argument("--output-dir", help="folder for split files (default splits/<dataset>)")
-    parser.add_argument("--overwrite", action="store_true", help="replace existing split files")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    return parser.parse_args(argv)
+def build_parser() -> argparse.ArgumentParser:
+    """`python -m splits make --method atg`'s parser (this command's old name runs it)."""
+    from splits.make import build_parser as make_parser
+
+    return make_parser("atg")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse_args(argv)
-    targets = [args.divergence] if args.divergence is not None else list(args.sweep)
-    try:
-        configs = [
-            ATGConfig(
-                target_divergence=r,
-                lam=args.lam,
-                divergence=args.measure,
-                iterations=args.iterations,
-                lr=args.lr,
-                momentum=args.momentum,
-                seed=args.seed,
-                fractions=tuple(args.fractions),
-                nll_reduction=args.nll_reduction,
-                damping=args.damping,
-                threads=args.threads,
-                dtype=args.dtype,
-                restarts=args.restarts,
-                init=args.init,
-                tolerance=args.tolerance,
-            )
-            for r in targets
-        ]
-        for config in configs:
-            config.validate()
-        if args.output and len(configs) > 1:
-            raise ValueError("--output takes a single --divergence; use --output-dir with --sweep")
-        embeddings = EmbeddingsFile.load(args.embeddings)
-        if args.class_names_from:
-            from splits.class_names import read_class_names
+    from splits.make import run_old_command
 
-            embeddings.check_class_names(read_class_names(args.class_names_from))
-        split_counts(embeddings.num_classes, configs[0].fractions)
-        dataset = args.dataset or Path(args.embeddings).stem
-        out_dir = Path(args.output_dir) if args.output_dir else Path("splits") / dataset
-        paths = [
-            Path(args.output) if args.output else out_dir / default_file_name(c) for c in configs
-        ]
-        existing = [str(p) for p in paths if p.exists()]
-        if existing and not args.overwrite:
-            raise ValueError(f"{existing[0]} exists; pass --overwrite to replace it")
-        unit = normalise_rows(embeddings.embeddings)
-        for config in configs:
-            reachable_check(unit, config)
-    except (ValueError, EmbeddingsFileError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    failed = 0
-    for config, path in zip(configs, paths):
-        start = time.perf_counter()
-        try:
-            split = atg_split_file(embeddings, config, dataset, progress=not args.quiet)
-        except ATGFailure as err:
-            print(f"error: {err}", file=sys.stderr)
-            failed += 1
-            continue
-        split.save(path)
-        sizes = split.sizes()
-        spread = split.parameters["restarts"]
-        shares = [x for x in spread["same_split_share"] if x is not None]
-        print(
-            f"R={config.target_divergence:g}: achieved {config.divergence} "
-            f"{split.achieved_divergence:.5f}, J={split.final_objective:.5f} (best of "
-            f"{config.restarts} starts, J spread {spread['objective_spread']:.2g}, same split "
-            f"as the best for {min(shares):.0%}-100% of classes), "
-            f"train/valid/test {sizes['train']}/{sizes['valid']}/{sizes['test']}, "
-            f"{time.perf_counter() - start:.1f}s -> {path}"
-        )
-    return 2 if failed else 0
+    return run_old_command("splits.atg", "atg", argv)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import Any
 
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.records.storage_paths import unknown_local_flags
+from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
 from splits.embeddings.pipeline import (
     EmbedError,
     EmbedOptions,
@@ -33,11 +34,11 @@ from splits.embeddings.pipeline import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m splits.embed",
+    parser = command_parser(
+        "splits.embed",
         description="Per-class mean features of a converted dataset (ATG class embeddings).",
     )
-    parser.add_argument("--dataset", required=True, help="converted dataset folder")
+    add_dataset_argument(parser, several=False)
     model = parser.add_argument_group("model (exactly one)")
     model.add_argument(
         "--model", default=None, help="learners checkpoint (.pt) or run folder (its last.pt)"
@@ -137,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        dataset = single_dataset(args.dataset)
         pretrain_config = pretrain_config_from_args(args)
         options = EmbedOptions(
             batch_size=args.batch_size,
@@ -147,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         resolve_device(args.device)
         output = check_output(args.output)
-        check_dataset(args.dataset)
+        check_dataset(dataset)
         runner = make_runner(args, beam_args)
         checkpoint = args.model
         if pretrain_config is not None:
@@ -160,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             run_dir = Path(args.checkpoint_out or output.with_suffix(".checkpoint"))
             try:
-                checkpoint = pretrain(args.dataset, run_dir, pretrain_config)
+                checkpoint = pretrain(dataset, run_dir, pretrain_config)
             except ValueError as exc:
                 raise EmbedError(f"--pretrain in {run_dir} (--checkpoint-out): {exc}") from None
             print(f"pre-trained {pretrain_config.backbone}: checkpoint {checkpoint}")
@@ -169,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             resolve_checkpoint(checkpoint)
         report = embed_dataset(
-            args.dataset, checkpoint, output, runner, options, args.direct_num_workers
+            dataset, checkpoint, output, runner, options, args.direct_num_workers
         )
     except (EmbedError, CheckpointError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)

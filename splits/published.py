@@ -2,7 +2,8 @@
 
 Names are '<group>/<file stem>', e.g. 'atg/lfw10_D0.96', 'meta_dataset/ilsvrc_2012',
 'fc100/cifar100'.  `python -m splits.published list` lists them; `show NAME` prints sizes and
-source; `--class-names FILE` resolves printed indices to names.
+source; `--class-names FILE` resolves printed indices to names. `python -m splits make --method
+published --name NAME --output FILE` writes one as a split file (`splits.methods.published`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from episodes.util.cli_style import command_parser
 from splits.index_conventions import convention_class_names
 from splits.split_file import SplitFile, SplitFileError
 
@@ -45,16 +47,26 @@ def load_published(name: str, class_names: Sequence[str] | None = None) -> Split
     return split.with_class_names(names) if names is not None else split
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m splits.published",
-                                     description="List or show the shipped split files.")
+def build_parser() -> argparse.ArgumentParser:
+    """`python -m splits.published list | show NAME`."""
+    parser = command_parser(
+        "splits.published",
+        description="List or show the shipped split files (`python -m splits make --method "
+        "published --name NAME` writes one).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list")
-    show = sub.add_parser("show")
+    sub.add_parser("list", help="the names of the shipped splits")
+    show = sub.add_parser("show", help="sizes, source and index convention of one")
     show.add_argument("name")
-    show.add_argument("--class-names", help="class list in the table's index order")
-    show.add_argument("--output", help="write the (named) split file here")
-    args = parser.parse_args(argv)
+    show.add_argument("--class-names", metavar="FILE", help="class list in the table's index order")
+    # Writing moved to `splits make --method published`; these still work, with a note.
+    show.add_argument("--output", help=argparse.SUPPRESS)
+    show.add_argument("--overwrite", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "list":
         print("\n".join(list_published()))
         return 0
@@ -69,15 +81,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     sizes = split.sizes()
-    print(f"{args.name}: {split.dataset} {split.method} "
-          f"{sizes['train']}/{sizes['valid']}/{sizes['test']}")
+    print(
+        f"{args.name}: {split.dataset} {split.method} "
+        f"{sizes['train']}/{sizes['valid']}/{sizes['test']}"
+    )
     if split.source:
         print(f"source: {split.source}")
     if split.index_convention:
         print(f"index convention: {split.index_convention}; named: {split.has_names()}")
-    if args.output:
-        split.save(args.output)
-    return 0
+    if args.output is None:
+        return 0
+    from splits.make import run_old_command
+
+    given = ["--name", args.name, "--output", args.output]
+    given += ["--class-names", args.class_names] if args.class_names else []
+    given += ["--overwrite"] if args.overwrite else []
+    return run_old_command("splits.published show --output", "published", given)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Meta-Dataset's published splits as split files (`splits/published/meta_dataset/*.json`).
 
-`python -m splits.published_meta_dataset --reference DIR [--out-dir ...]` reads the reference
+`python -m splits.published_meta_dataset --reference DIR [--output ...]` reads the reference
 files as published (`splits/<dataset>_splits.json` for the flat datasets; the ILSVRC-2012 and
 Omniglot dataset specs, whose splits are semantic) and writes one split file per dataset.
 ILSVRC-2012 is rebuilt with `semantic.dag_split` from the union of the spec's per-split WordNet
@@ -16,12 +16,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from episodes.util.cli_style import command_parser
 from splits.semantic import ILSVRC_ROOTS, OMNIGLOT_COUNTS, dag_split, superclass_split
 from splits.split_file import SPLITS, SplitFile
 
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "published" / "meta_dataset"
-SOURCE = ("Meta-Dataset (Triantafillou et al. 2020), google-research/meta-dataset "
-          "meta_dataset/dataset_conversion/")
+SOURCE = (
+    "Meta-Dataset (Triantafillou et al. 2020), google-research/meta-dataset "
+    "meta_dataset/dataset_conversion/"
+)
 
 
 def _read_json(path: Path) -> dict:
@@ -45,7 +48,8 @@ def flat_split(path: Path) -> SplitFile:
         raise ValueError(f"{path}: missing lists {missing}")
     dataset = path.name.removesuffix("_splits.json")
     return SplitFile(
-        dataset=dataset, method="published",
+        dataset=dataset,
+        method="published",
         **{s: [str(n) for n in data[s]] for s in SPLITS},
         source=SOURCE + "splits/" + path.name,
     )
@@ -62,8 +66,13 @@ def ilsvrc_split(spec_path: Path) -> SplitFile:
             known = parents.setdefault(node["wn_id"], [])
             known.extend(p for p in node["parents_ids"] if p not in known)
     class_order = _ordered_names(spec["class_names"])
-    split = dag_split(parents, ILSVRC_ROOTS["valid"], ILSVRC_ROOTS["test"],
-                      leaves=class_order, dataset=str(spec["name"]))
+    split = dag_split(
+        parents,
+        ILSVRC_ROOTS["valid"],
+        ILSVRC_ROOTS["test"],
+        leaves=class_order,
+        dataset=str(spec["name"]),
+    )
     for ours, key in zip(SPLITS, ("TRAIN", "VALID", "TEST")):
         if set(getattr(split, ours)) != spec_leaves[key]:
             raise ValueError(f"{spec_path}: {key} leaves differ from the carnivore/device rule")
@@ -83,14 +92,15 @@ def omniglot_split(spec_path: Path) -> SplitFile:
     mapping: dict[str, str] = {}
     start = 0
     for sup, count in zip(supers, per_super):
-        for name in names[start:start + count]:
+        for name in names[start : start + count]:
             mapping[name] = sup
         start += count
     counts = tuple(int(spec["superclasses_per_split"][k]) for k in ("TRAIN", "VALID", "TEST"))
     if counts != OMNIGLOT_COUNTS:
         raise ValueError(f"{spec_path}: superclasses_per_split {counts} != {OMNIGLOT_COUNTS}")
-    split = superclass_split(mapping, counts=counts, superclass_order=supers,
-                             dataset=str(spec["name"]))
+    split = superclass_split(
+        mapping, counts=counts, superclass_order=supers, dataset=str(spec["name"])
+    )
     split.method = "published"
     split.source = SOURCE + "dataset_specs/" + spec_path.name
     return split
@@ -100,28 +110,43 @@ def reference_splits(reference_dir: str | Path) -> list[SplitFile]:
     """Every Meta-Dataset split that the reference folder defines."""
     root = Path(reference_dir)
     if not (root / "splits").is_dir() or not (root / "dataset_specs").is_dir():
-        raise ValueError(f"{root} is not a Meta-Dataset reference folder "
-                         "(expected splits/ and dataset_specs/)")
+        raise ValueError(
+            f"{root} is not a Meta-Dataset reference folder (expected splits/ and dataset_specs/)"
+        )
     out = [flat_split(p) for p in sorted((root / "splits").glob("*_splits.json"))]
     out.append(ilsvrc_split(root / "dataset_specs" / "ilsvrc_2012_dataset_spec.json"))
     out.append(omniglot_split(root / "dataset_specs" / "omniglot_dataset_spec.json"))
     return out
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "splits.published_meta_dataset", description="Write Meta-Dataset's splits as split files."
+    )
+    parser.add_argument(
+        "--reference",
+        required=True,
+        help="reference-data/meta-dataset folder (splits/, dataset_specs/)",
+    )
+    parser.add_argument(
+        "--output",
+        default=str(DEFAULT_OUT_DIR),
+        metavar="DIR",
+        renamed_from=("--out-dir",),
+        help="folder for the split files (default: the shipped ones in splits/published/)",
+    )
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m splits.published_meta_dataset",
-                                     description="Write Meta-Dataset's splits as split files.")
-    parser.add_argument("--reference", required=True,
-                        help="reference-data/meta-dataset folder (splits/, dataset_specs/)")
-    parser.add_argument("--out-dir", default=str(DEFAULT_OUT_DIR))
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         splits = reference_splits(args.reference)
     except (ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for split in splits:
-        path = split.save(Path(args.out_dir) / f"{split.dataset}.json")
+        path = split.save(Path(args.output) / f"{split.dataset}.json")
         sizes = split.sizes()
         print(f"{path}: {sizes['train']}/{sizes['valid']}/{sizes['test']}")
     return 0

@@ -1,6 +1,6 @@
 """Parse the ATG paper's taskset tables (App. A.6, Tables 6-11) into published split files.
 
-`python -m splits.published_tables --paper PATH [--out-dir splits/published/atg]` writes
+`python -m splits.published_tables --paper PATH [--output splits/published/atg]` writes
 `<dataset>_D<R>.json` for CIFAR-100, mini-ImageNet, EMNIST, LFW10 and tiered-ImageNet at
 D = 0.04, 0.32, 0.64, 0.96, keeping the class indices exactly as printed (with the index
 convention; see `splits.index_conventions`).  Each table row is checked: indices in range, no
@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from episodes.util.cli_style import command_parser
 from splits.split_file import SplitFile
 
-PAPER = ("Arnold & Sha, 'Embedding Adaptation is Still Needed for Few-Shot Learning', "
-         "appendix A.6")
+PAPER = "Arnold & Sha, 'Embedding Adaptation is Still Needed for Few-Shot Learning', appendix A.6"
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "published" / "atg"
 
 
@@ -104,19 +104,28 @@ def parse_tables(text: str) -> list[SplitFile]:
                 f"{where}: indices do not cover 0..{info.num_classes - 1} exactly once "
                 f"({len(covered)} indices, {len(set(covered))} distinct)"
             )
-        parameters = {"generator": "atg", "R": float(setting), "divergence": "symmetric_kl",
-                      "lambda": 1.0, "iterations": 7000, "lr": 0.1, "momentum": 0.9}
+        parameters = {
+            "generator": "atg",
+            "R": float(setting),
+            "divergence": "symmetric_kl",
+            "lambda": 1.0,
+            "iterations": 7000,
+            "lr": 0.1,
+            "momentum": 0.9,
+        }
         if info.key in TEXT_SIZE_NOTES:
             parameters["note"] = TEXT_SIZE_NOTES[info.key]
-        splits.append(SplitFile(
-            dataset=info.key,
-            method="published",
-            parameters=parameters,
-            source=f"{PAPER}, {where}",
-            class_indices={s: lists[s] for s in ("train", "valid", "test")},
-            index_convention=info.convention,
-            num_classes=info.num_classes,
-        ))
+        splits.append(
+            SplitFile(
+                dataset=info.key,
+                method="published",
+                parameters=parameters,
+                source=f"{PAPER}, {where}",
+                class_indices={s: lists[s] for s in ("train", "valid", "test")},
+                index_convention=info.convention,
+                num_classes=info.num_classes,
+            )
+        )
     return splits
 
 
@@ -124,12 +133,23 @@ def published_file_name(split: SplitFile) -> str:
     return f"{split.dataset}_D{split.parameters['R']:.2f}.json"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m splits.published_tables",
-                                     description="Regenerate the ATG paper's split files.")
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "splits.published_tables", description="Regenerate the ATG paper's split files."
+    )
     parser.add_argument("--paper", required=True, help="ATG paper as text (atg-arnold-sha.txt)")
-    parser.add_argument("--out-dir", default=str(DEFAULT_OUT_DIR))
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--output",
+        default=str(DEFAULT_OUT_DIR),
+        metavar="DIR",
+        renamed_from=("--out-dir",),
+        help="folder for the split files (default: the shipped ones in splits/published/)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     paper = Path(args.paper)
     if not paper.is_file():
         print(f"error: paper text {paper} does not exist", file=sys.stderr)
@@ -140,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {paper}: {err}", file=sys.stderr)
         return 2
     for split in sorted(splits, key=published_file_name):
-        path = split.save(Path(args.out_dir) / published_file_name(split))
+        path = split.save(Path(args.output) / published_file_name(split))
         sizes = split.sizes()
         print(f"{path}: {sizes['train']}/{sizes['valid']}/{sizes['test']}")
     return 0

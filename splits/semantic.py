@@ -8,18 +8,18 @@
   test roots form test, all other leaves train (Meta-Dataset ILSVRC: 'carnivore' n02075296 and
   'device' n03183080).
 
-Hierarchies are plain structures ({class: superclass}; {node: [parents]}); `--hierarchy` also
-takes a converted dataset folder or its `dataset_spec.json`, whose bi-level hierarchy or WordNet
-DAG provides them (`spec_superclasses`, `spec_parents`).
+Hierarchies are plain structures ({class: superclass}; {node: [parents]}), or a converted
+dataset's bi-level hierarchy or WordNet DAG (`spec_superclasses`, `spec_parents`).
+`python -m splits make --method semantic --kind superclass|dag` writes them
+(`splits.methods.semantic`; `python -m splits.semantic superclass|dag`, the old name, runs it
+for one release).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -27,10 +27,7 @@ from episodes.records.dataset_spec import (
     BiLevelHierarchy,
     DagHierarchy,
     DatasetSpec,
-    SpecError,
-    load_spec,
 )
-from splits.index_conventions import CIFAR100_SUPERCLASS_OF
 from splits.split_file import SPLITS, SplitFile
 
 FC100_SUPERCLASSES = {
@@ -230,125 +227,21 @@ def spec_parents(spec: DatasetSpec) -> tuple[dict[str, list[str]], list[str]]:
     return parents, list(spec.class_names)
 
 
-def _read_hierarchy(path: str) -> DatasetSpec | object:
-    """A dataset spec (folder or spec JSON, through load_spec) or a plain hierarchy JSON."""
-    try:
-        return load_spec(path)
-    except SpecError as err:
-        if Path(path).is_dir():
-            raise HierarchyError(str(err)) from None
-        data = _load_json(path)
-        if isinstance(data, dict) and ("__class__" in data or "format" in data):
-            raise HierarchyError(str(err)) from None  # a spec, but a broken one
-        return data
+def build_parser() -> argparse.ArgumentParser:
+    """`python -m splits make --method semantic`'s parser (this command's old name runs it)."""
+    from splits.make import build_parser as make_parser
 
-
-def _load_json(path: str) -> object:
-    p = Path(path)
-    if not p.is_file():
-        raise HierarchyError(f"hierarchy file {p} does not exist")
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise HierarchyError(f"{p}: not valid JSON ({err})") from None
+    return make_parser("semantic")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m splits.semantic", description="Write a class split from a hierarchy."
-    )
-    sub = parser.add_subparsers(dest="kind", required=True)
-    sup = sub.add_parser("superclass", help="classes follow their superclass")
-    sup.add_argument(
-        "--hierarchy",
-        required=True,
-        help="dataset folder or dataset_spec.json with superclasses, JSON "
-        '{"class": "superclass", ...}, or builtin:cifar100',
-    )
-    group = sup.add_mutually_exclusive_group(required=True)
-    group.add_argument("--assignment", help='JSON {"train": [superclass, ...], ...}')
-    group.add_argument("--counts", type=int, nargs=3, metavar=("TRAIN", "VALID", "TEST"))
-    group.add_argument(
-        "--preset",
-        choices=["fc100"],
-        help="fc100: Oreshkin et al.'s CIFAR-100 superclasses (12/4/4)",
-    )
-    sup.add_argument("--seed", type=int, help="with --counts: seeded choice of superclasses")
-    sup.add_argument(
-        "--ordered",
-        action="store_true",
-        help="with --counts: contiguous blocks in the hierarchy's superclass order",
-    )
-    dag = sub.add_parser("dag", help="leaves under given roots form valid / test")
-    dag.add_argument(
-        "--hierarchy",
-        required=True,
-        help="dataset folder or dataset_spec.json with a WordNet DAG, JSON "
-        '{"parents": {node: [parents]}, "leaves": [...]} or a parent map',
-    )
-    dag.add_argument("--valid-roots", nargs="+", default=ILSVRC_ROOTS["valid"])
-    dag.add_argument("--test-roots", nargs="+", default=ILSVRC_ROOTS["test"])
-    for p in (sup, dag):
-        p.add_argument("--dataset", help="dataset name (default: the spec's, else 'dataset')")
-        p.add_argument("--output", required=True)
-        p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    args = parser.parse_args(argv)
-    try:
-        if Path(args.output).exists() and not args.overwrite:
-            raise HierarchyError(f"{args.output} exists; pass --overwrite to replace it")
-        if args.hierarchy == "builtin:cifar100":
-            data: object = dict(CIFAR100_SUPERCLASS_OF)
-        else:
-            data = _read_hierarchy(args.hierarchy)
-        spec = data if isinstance(data, DatasetSpec) else None
-        if args.dataset is None:
-            args.dataset = spec.name if spec is not None else "dataset"
-        if args.kind == "superclass":
-            if spec is not None:
-                mapping = spec_superclasses(spec)
-            else:
-                mapping = data.get("class_to_superclass", data) if isinstance(data, dict) else None
-            if not isinstance(mapping, dict) or not all(
-                isinstance(v, str) for v in mapping.values()
-            ):
-                raise HierarchyError(f"{args.hierarchy}: expected a class -> superclass object")
-            if args.preset == "fc100":
-                split = superclass_split(
-                    mapping, assignment=FC100_SUPERCLASSES, dataset=args.dataset
-                )
-                split.source = FC100_SOURCE
-            elif args.assignment:
-                given = _load_json(args.assignment)
-                if not isinstance(given, dict):
-                    raise HierarchyError(f"{args.assignment}: expected {{split: [superclass]}}")
-                split = superclass_split(mapping, assignment=given, dataset=args.dataset)
-            else:
-                order = list(dict.fromkeys(mapping.values())) if args.ordered else None
-                if order is None and args.seed is None:
-                    raise HierarchyError("--counts needs --seed or --ordered")
-                split = superclass_split(
-                    mapping,
-                    counts=args.counts,
-                    seed=args.seed,
-                    superclass_order=order,
-                    dataset=args.dataset,
-                )
-        elif spec is not None:
-            parents, leaves = spec_parents(spec)
-            split = dag_split(parents, args.valid_roots, args.test_roots, leaves, args.dataset)
-        else:
-            if not isinstance(data, dict):
-                raise HierarchyError(f"{args.hierarchy}: expected a JSON object")
-            parents = data.get("parents", data)
-            leaves = data.get("leaves") if "parents" in data else None
-            split = dag_split(parents, args.valid_roots, args.test_roots, leaves, args.dataset)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    split.save(args.output)
-    sizes = split.sizes()
-    print(f"semantic split: {sizes['train']}/{sizes['valid']}/{sizes['test']} -> {args.output}")
-    return 0
+    """The old `python -m splits.semantic superclass|dag ...`: the kind becomes `--kind`."""
+    from splits.make import run_old_command
+
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] in (["superclass"], ["dag"]):
+        given = ["--kind", *given]
+    return run_old_command("splits.semantic", "semantic", given)
 
 
 if __name__ == "__main__":

@@ -132,7 +132,8 @@ class SplitFile:
             raise SplitFileError(
                 f"split file for {self.dataset!r} holds only class indices "
                 f"({self.index_convention or 'no index convention'}): write a named copy with "
-                f"`python -m splits.published show NAME --class-names CLASS_LIST --output FILE`"
+                f"`python -m splits make --method published --name NAME --class-names CLASS_LIST "
+                f"--output FILE`"
             )
         return self.with_class_names(names)
 

@@ -4,13 +4,12 @@ Valid and test get floor(f * N) classes, train the rest: the ATG paper's rule (Â
 train, the remaining 40% shared by valid and test), which gives the published counts 96/31/31
 of LFW10's 158 classes and 38/12/12 of EMNIST's 62. A split asked for (fraction > 0) is never
 left empty: it takes one class from the largest split; fewer classes than non-empty splits
-asked for is refused. `convert --split_fractions` and `splits.random --fractions` both cut
-with `split_by_fractions`, so the same names, fractions and seed give the same split.
+asked for is refused. `convert --split_fractions` and `splits make --method random --fractions`
+both cut with `split_by_fractions`, so the same names, fractions and seed give the same split.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Sequence
 
@@ -20,18 +19,6 @@ DEFAULT_FRACTIONS = (0.6, 0.2, 0.2)
 SPLIT_NAMES = ("train", "valid", "test")
 _SUM_TOLERANCE = 1e-6
 _FLOOR_EPSILON = 1e-9
-
-
-def add_fractions_argument(parser: argparse.ArgumentParser) -> None:
-    """`--fractions TRAIN VALID TEST` of the split commands (default 0.6 0.2 0.2)."""
-    parser.add_argument(
-        "--fractions",
-        type=float,
-        nargs=3,
-        default=list(DEFAULT_FRACTIONS),
-        metavar=("TRAIN", "VALID", "TEST"),
-        help="class fractions per split (default 0.6 0.2 0.2; valid and test get floor(f N))",
-    )
 
 
 def validate_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:

@@ -81,14 +81,6 @@ KNOWN: set[str] = {
     "learners.report ways-shots: --out-dir (what a command writes is --output)",
     "learners.train: --dataset is not a repeatable folder (--dataset DIR)",
     "learners.train: --out (what a command writes is --output)",
-    "splits.analyze: no build_parser() to walk",
-    "splits.atg: no build_parser() to walk",
-    "splits.embed: --dataset is not a repeatable folder (--dataset DIR)",
-    "splits.published: no build_parser() to walk",
-    "splits.published_meta_dataset: no build_parser() to walk",
-    "splits.published_tables: no build_parser() to walk",
-    "splits.random: no build_parser() to walk",
-    "splits.semantic: no build_parser() to walk",
 }
 
 
@@ -112,7 +104,8 @@ def command_module(name: str):
 
 
 def command_parsers(module_name: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
-    """Every parser of a command: its own, each sub-command's, and (convert) each source's."""
+    """Every parser of a command: its own, each sub-command's, and each source's (convert) or
+    split method's (splits make)."""
     module = command_module(module_name)
     build = getattr(module, "build_parser", None)
     if build is None:
@@ -122,6 +115,10 @@ def command_parsers(module_name: str) -> Iterator[tuple[str, argparse.ArgumentPa
         from beam_pipelines.sources import SOURCES
 
         roots = [(f"{module_name} --source {name}", build(name)) for name in sorted(SOURCES)]
+    elif "method" in parameters:  # splits make: each split method's flags
+        from splits.methods import method_names
+
+        roots = [(f"{module_name} --method {name}", build(name)) for name in method_names()]
     else:
         roots = [(module_name, build())]
     todo = list(roots)

@@ -270,4 +270,7 @@ def test_bad_inputs_fail_with_one_clear_line_before_work(tiny, tmp_path, capsys)
     # --pretrain with a missing dataset fails before any training starts.
     err = _fails(["--dataset", str(missing), "--pretrain", "cnn4", "--output", str(out)], capsys)
     assert str(missing) in err
+    # One dataset: a second --dataset is refused, naming both.
+    err = _fails([*data, "--dataset", str(missing), *model, "--output", str(out)], capsys)
+    assert "--dataset given 2 times" in err and str(missing) in err
     assert not out.exists() and not out.with_suffix(".checkpoint").exists()

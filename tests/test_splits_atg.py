@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from episodes.records.dataset_spec import DatasetSpec
-from splits import atg
+from splits import make
 from splits.atg import (
     ATGConfig,
     ATGFailure,
@@ -208,21 +208,23 @@ def _write_embeddings(path, n=30, d=8, nan=False):
 def test_cli_sweep_writes_one_file_per_r(tmp_path, capsys):
     emb = _write_embeddings(tmp_path / "toy.npz")
     out = tmp_path / "out"
-    code = atg.main(
+    code = make.main(
         [
+            "--method",
+            "atg",
             "--embeddings",
             str(emb),
-            "--sweep",
+            "--divergence",
             "0.04",
             "0.32",
             "0.64",
             "0.96",
             "--iterations",
             "300",
-            "--output-dir",
+            "--output",
             str(out),
             "--quiet",
-            "--dataset",
+            "--dataset-name",
             "toy",
         ]
     )
@@ -243,18 +245,20 @@ def test_cli_sweep_writes_one_file_per_r(tmp_path, capsys):
     assert rs == [0.04, 0.32, 0.64, 0.96]
     # Same inputs, same bytes.
     again = tmp_path / "again"
-    atg.main(
+    make.main(
         [
+            "--method",
+            "atg",
             "--embeddings",
             str(emb),
             "--divergence",
             "0.32",
             "--iterations",
             "300",
-            "--output-dir",
+            "--output",
             str(again),
             "--quiet",
-            "--dataset",
+            "--dataset-name",
             "toy",
         ]
     )
@@ -271,17 +275,18 @@ def test_cli_sweep_writes_one_file_per_r(tmp_path, capsys):
 )
 def test_cli_rejects_bad_values(tmp_path, capsys, extra, message):
     emb = _write_embeddings(tmp_path / "toy.npz")
-    assert atg.main(["--embeddings", str(emb), *extra, "--output-dir", str(tmp_path)]) == 2
+    args = ["--method", "atg", "--embeddings", str(emb), *extra, "--output", str(tmp_path)]
+    assert make.main(args) == 2
     assert message in capsys.readouterr().err
     assert not list(tmp_path.glob("*.json"))
 
 
 def test_cli_rejects_nan_few_classes_and_foreign_class_names(tmp_path, capsys):
     nan = _write_embeddings(tmp_path / "nan.npz", nan=True)
-    assert atg.main(["--embeddings", str(nan), "--divergence", "0.3"]) == 2
+    assert make.main(["--method", "atg", "--embeddings", str(nan), "--divergence", "0.3"]) == 2
     assert "NaN" in capsys.readouterr().err
     small = _write_embeddings(tmp_path / "small.npz", n=2)
-    assert atg.main(["--embeddings", str(small), "--divergence", "0.3"]) == 2
+    assert make.main(["--method", "atg", "--embeddings", str(small), "--divergence", "0.3"]) == 2
     assert "too few" in capsys.readouterr().err
     good = _write_embeddings(tmp_path / "good.npz")
     spec = DatasetSpec(
@@ -289,8 +294,9 @@ def test_cli_rejects_nan_few_classes_and_foreign_class_names(tmp_path, capsys):
     )
     spec.save(tmp_path)
     assert (
-        atg.main(
-            ["--embeddings", str(good), "--divergence", "0.3", "--class-names-from", str(tmp_path)]
+        make.main(
+            ["--method", "atg", "--embeddings", str(good), "--divergence", "0.3"]
+            + ["--dataset", str(tmp_path)]
         )
         == 2
     )

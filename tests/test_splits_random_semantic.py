@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from splits import random as random_split_cli
-from splits import semantic
+from splits import make
 from splits.random import random_split
 from splits.semantic import HierarchyError, dag_split, leaves_of, superclass_split
 from splits.split_file import SplitFile
@@ -37,14 +36,18 @@ def test_random_split_rejects_bad_fractions_and_too_few_classes():
 def test_random_cli_reads_a_reference_spec(tmp_path, capsys, reference_data):
     spec = reference_data / "dataset_specs" / "omniglot_dataset_spec.json"
     out = tmp_path / "split.json"
-    assert random_split_cli.main(["--classes-from", str(spec), "--fractions", "0.7", "0.15",
-                                  "0.15", "--seed", "0", "--output", str(out)]) == 0
+    assert make.main(["--method", "random", "--dataset", str(spec), "--fractions", "0.7", "0.15",
+                      "0.15", "--seed", "0", "--output", str(out)]) == 0
     split = SplitFile.load(out)
     assert split.dataset == "omniglot"  # the spec's name, not the file stem
     assert split.sizes() == {"train": 1137, "valid": 243, "test": 243}
-    assert random_split_cli.main(["--classes-from", str(tmp_path / "none.json"),
-                                  "--output", str(tmp_path / "other.json")]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert make.main(["--method", "random", "--class-names", str(tmp_path / "none.json"),
+                      "--output", str(tmp_path / "other.json")]) == 2
+    assert "none.json does not exist" in capsys.readouterr().err
+    assert make.main(["--method", "random", "--dataset", str(tmp_path / "none.json"),
+                      "--output", str(tmp_path / "other.json")]) == 2
+    assert "none.json: no dataset spec found" in capsys.readouterr().err
+    assert not (tmp_path / "other.json").exists()
 
 
 MAPPING = {f"{s}_{k}": s for s in "ABCDEFGHIJ" for k in range(3)}
@@ -111,16 +114,19 @@ def test_dag_split_errors():
 
 def test_semantic_cli_fc100_and_dag(tmp_path):
     out = tmp_path / "fc100.json"
-    assert semantic.main(["superclass", "--hierarchy", "builtin:cifar100", "--preset", "fc100",
-                          "--dataset", "cifar100", "--output", str(out)]) == 0
+    assert make.main(["--method", "semantic", "--kind", "superclass", "--hierarchy",
+                      "builtin:cifar100", "--preset", "fc100", "--dataset-name", "cifar100",
+                      "--output", str(out)]) == 0
     assert SplitFile.load(out).sizes() == {"train": 60, "valid": 20, "test": 20}
     dag = tmp_path / "dag.json"
     dag.write_text(json.dumps({"parents": DAG}))
     out2 = tmp_path / "dag_split.json"
-    assert semantic.main(["dag", "--hierarchy", str(dag), "--valid-roots", "carnivore",
-                          "--test-roots", "device", "--output", str(out2)]) == 0
+    assert make.main(["--method", "semantic", "--kind", "dag", "--hierarchy", str(dag),
+                      "--valid-roots", "carnivore", "--test-roots", "device",
+                      "--output", str(out2)]) == 0
     assert SplitFile.load(out2).valid == ["dog", "cat"]
     seeded = tmp_path / "seeded.json"
-    assert semantic.main(["superclass", "--hierarchy", "builtin:cifar100", "--counts", "12",
-                          "4", "4", "--seed", "3", "--output", str(seeded)]) == 0
+    assert make.main(["--method", "semantic", "--kind", "superclass", "--hierarchy",
+                      "builtin:cifar100", "--counts", "12", "4", "4", "--seed", "3",
+                      "--output", str(seeded)]) == 0
     assert SplitFile.load(seeded).sizes() == {"train": 60, "valid": 20, "test": 20}

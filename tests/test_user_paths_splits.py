@@ -14,8 +14,7 @@ from episodes import read as read_cli
 from episodes.records.dataset_spec import load_spec
 from learners.episode_source import EpisodeOptions, open_episode_source
 from learners.evaluate import split_divergence
-from splits import analyze, atg, semantic
-from splits import random as random_cli
+from splits import analyze, make
 from splits.split_file import read_split_file
 from splits.split_sizes import split_by_fractions, split_counts
 from tests.raw_fixtures.cifar100 import write_cifar100_fixture
@@ -62,9 +61,10 @@ def _embeddings(path: Path, names: list[str]) -> Path:
 
 
 def _quick_atg(emb: Path, output: Path, *extra: str) -> int:
-    """`python -m splits.atg` at R = 0.32 with short runs (300 steps, 2 starts)."""
-    args = ["--embeddings", str(emb), "--divergence", "0.32", "--iterations", "300"]
-    return atg.main([*args, "--restarts", "2", "--output", str(output), "--quiet", *extra])
+    """`python -m splits make --method atg` at R = 0.32 with short runs (300 steps, 2 starts)."""
+    args = ["--method", "atg", "--embeddings", str(emb), "--divergence", "0.32"]
+    args += ["--iterations", "300", "--restarts", "2", "--output", str(output), "--quiet"]
+    return make.main([*args, *extra])
 
 
 def _one_line(err: str) -> str:
@@ -82,9 +82,11 @@ def test_convert_and_random_give_the_same_fraction_split(converted, tmp_path, ca
     spec = load_spec(converted)
     assert [len(spec.classes(s)) for s in ("train", "valid", "test")] == [71, 15, 14]
     out = tmp_path / "random.json"
-    code = random_cli.main(
+    code = make.main(
         [
-            "--classes-from",
+            "--method",
+            "random",
+            "--dataset",
             str(converted),
             "--fractions",
             *FRACTIONS,
@@ -111,7 +113,9 @@ def test_no_asked_for_split_is_left_empty_or_impossible_is_refused(tmp_path, cap
     assert split_counts(158, (0.7, 0.15, 0.15)) == (112, 23, 23)
     listing = tmp_path / "two.txt"
     listing.write_text("a\nb\n")
-    code = random_cli.main(["--classes-from", str(listing), "--output", str(tmp_path / "s.json")])
+    code = make.main(
+        ["--method", "random", "--class-names", str(listing), "--output", str(tmp_path / "s.json")]
+    )
     assert code == 2
     assert "2 classes are too few" in _one_line(capsys.readouterr().err)
     assert not (tmp_path / "s.json").exists()
@@ -126,18 +130,20 @@ def test_split_tools_take_a_converted_dataset(converted, tmp_path, capsys):
     names = load_spec(converted).class_names
     for source in (converted, spec_file):
         out = tmp_path / f"random-{source.name}.json"
-        assert random_cli.main(["--classes-from", str(source), "--output", str(out)]) == 0
+        code = make.main(["--method", "random", "--dataset", str(source), "--output", str(out)])
+        assert code == 0
         assert sorted(
             sum((read_split_file(out).classes(s) for s in ("train", "valid", "test")), [])
         ) == sorted(names)
     emb = _embeddings(tmp_path / "emb.npz", names)
     out = tmp_path / "atg.json"
-    code = _quick_atg(emb, out, "--class-names-from", str(spec_file))
+    code = _quick_atg(emb, out, "--dataset", str(spec_file))
     assert code == 0, capsys.readouterr().err
     assert read_split_file(out).method == "atg"
     fc100 = tmp_path / "fc100.json"
-    code = semantic.main(
-        ["superclass", "--hierarchy", str(converted), "--preset", "fc100", "--output", str(fc100)]
+    code = make.main(
+        ["--method", "semantic", "--kind", "superclass", "--dataset", str(converted)]
+        + ["--preset", "fc100", "--output", str(fc100)]
     )
     assert code == 0, capsys.readouterr().err
     split = read_split_file(fc100)
@@ -147,7 +153,7 @@ def test_split_tools_take_a_converted_dataset(converted, tmp_path, capsys):
 
 def test_foreign_spec_names_are_refused_in_one_line(converted, tmp_path, capsys):
     emb = _embeddings(tmp_path / "emb.npz", [f"other{i}" for i in range(100)])
-    code = _quick_atg(emb, tmp_path / "x.json", "--class-names-from", str(converted))
+    code = _quick_atg(emb, tmp_path / "x.json", "--dataset", str(converted))
     assert code == 2
     assert "class names differ" in _one_line(capsys.readouterr().err)
     assert not (tmp_path / "x.json").exists()
@@ -165,7 +171,7 @@ def _split_files(converted: Path, tmp_path: Path) -> dict[str, Path]:
     plain.write_text(json.dumps({"train": names[:60], "valid": names[60:80], "test": names[80:]}))
     files["plain"] = plain
     files["random"] = tmp_path / "random.json"
-    random_cli.main(["--classes-from", str(converted), "--output", str(files["random"])])
+    make.main(["--method", "random", "--dataset", str(converted), "--output", str(files["random"])])
     files["atg"] = tmp_path / "atg.json"
     assert _quick_atg(_embeddings(tmp_path / "emb.npz", names), files["atg"]) == 0
     return files
@@ -240,13 +246,15 @@ def test_bad_split_files_are_one_line_errors_naming_the_path(converted, tmp_path
 def test_atg_refuses_an_unreachable_r_naming_the_reachable_range(converted, tmp_path, capsys, r):
     names = load_spec(converted).class_names
     emb = _embeddings(tmp_path / "emb.npz", names)
-    code = atg.main(
+    code = make.main(
         [
+            "--method",
+            "atg",
             "--embeddings",
             str(emb),
             "--divergence",
             r,
-            "--output-dir",
+            "--output",
             str(tmp_path / "out"),
             "--quiet",
         ]
@@ -263,8 +271,10 @@ def test_atg_never_saves_a_split_that_misses_r(converted, tmp_path, capsys):
     # below R. That split used to be saved; now the command says so and writes nothing.
     emb = _embeddings(tmp_path / "emb.npz", load_spec(converted).class_names)
     out = tmp_path / "sum.json"
-    code = atg.main(
+    code = make.main(
         [
+            "--method",
+            "atg",
             "--embeddings",
             str(emb),
             "--divergence",
@@ -291,8 +301,9 @@ def test_atg_never_saves_a_split_that_misses_r(converted, tmp_path, capsys):
 def test_atg_sweep_refuses_before_any_long_work(converted, tmp_path, capsys):
     emb = _embeddings(tmp_path / "emb.npz", load_spec(converted).class_names)
     out = tmp_path / "sweep"
-    code = atg.main(
-        ["--embeddings", str(emb), "--sweep", "0.32", "100", "--output-dir", str(out), "--quiet"]
+    code = make.main(
+        ["--method", "atg", "--embeddings", str(emb), "--divergence", "0.32", "100"]
+        + ["--output", str(out), "--quiet"]
     )
     assert code == 2
     assert "R=100" in _one_line(capsys.readouterr().err)
@@ -304,13 +315,16 @@ def test_split_tools_keep_an_existing_output_unless_overwrite(converted, tmp_pat
     out.write_text("my own split\n")
     emb = _embeddings(tmp_path / "emb.npz", load_spec(converted).class_names)
     commands = (
-        lambda *extra: random_cli.main(
-            ["--classes-from", str(converted), "--output", str(out), *extra]
+        lambda *extra: make.main(
+            ["--method", "random", "--dataset", str(converted), "--output", str(out), *extra]
         ),
-        lambda *extra: semantic.main(
+        lambda *extra: make.main(
             [
+                "--method",
+                "semantic",
+                "--kind",
                 "superclass",
-                "--hierarchy",
+                "--dataset",
                 str(converted),
                 "--preset",
                 "fc100",
