@@ -275,7 +275,14 @@ def test_unwritable_outputs_end_in_one_line_naming_the_path(
         classes = tmp_path / "classes.txt"
         classes.write_text("".join(f"class{i}\n" for i in range(10)))
         split = python_m(
-            "splits.random", "--classes-from", str(classes), "--output", str(folder / "s.json")
+            "splits",
+            "make",
+            "--method",
+            "random",
+            "--class-names",
+            str(classes),
+            "--output",
+            str(folder / "s.json"),
         )
         assert_one_line_naming(split, folder / "s.json")  # the file asked for, not its temp
         raw = write_omniglot_fixture(tmp_path / "raw").root
