@@ -17,7 +17,7 @@ from learners import evaluate, report
 from learners import train as train_cli
 from learners.episode_eval import CLASS_FIELDS, EPISODE_FIELDS
 from learners.episode_source import EpisodeOptions
-from learners.learner import LearnerConfig
+from learners.registry import learner_config
 from learners.run_dir import RunConfig
 from learners.training_loop import list_snapshots
 
@@ -41,14 +41,15 @@ TINY = [
 
 
 def multiclass_config(steps: int) -> RunConfig:
-    learner = LearnerConfig(
-        method="multiclass",
+    learner = learner_config(
+        "multiclass",
         backbone="cnn4",
         image_size=28,
         width=0.25,
         mixup_alpha=0.4,
         label_smoothing=0.1,
         dropblock=False,
+        pretrain_augment=False,
     )
     return RunConfig(
         learner=learner,
@@ -97,13 +98,12 @@ def test_a_run_refuses_changed_options(tmp_path: Path, capsys) -> None:
     args = [
         "--method",
         "protonet",
-        "--dataset",
-        "synthetic",
+        "--synthetic",
         "--episodes",
         "2",
         "--validation-episodes",
         "0",
-        "--out",
+        "--output",
         str(run),
         *TINY,
     ]
@@ -121,15 +121,14 @@ def trained_run(tmp_path_factory) -> Path:
         [
             "--method",
             "protonet",
-            "--dataset",
-            "synthetic",
+            "--synthetic",
             "--episodes",
             "12",
             "--checkpoint-every",
             "4",
             "--validation-episodes",
             "4",
-            "--out",
+            "--output",
             str(run),
             "--seed",
             "1",
@@ -150,7 +149,7 @@ def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 def test_evaluate_writes_records_and_the_ci_formula(trained_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "eval"
     args = ["--run", str(trained_run), "--episodes", "8", "--no-progress", "--device", "auto"]
-    assert evaluate.main([*args, "--out", str(out)]) == 0
+    assert evaluate.main([*args, "--output", str(out)]) == 0
     fields, rows = read_rows(out / "episodes.csv")
     assert fields == list(EPISODE_FIELDS) and len(rows) == 8
     first_line = (out / "episodes.csv").read_text().splitlines()[0]
@@ -169,7 +168,7 @@ def test_evaluate_writes_records_and_the_ci_formula(trained_run: Path, tmp_path:
     assert summary["checkpoint"] == "best"
     # the same command gives byte-identical records
     again = tmp_path / "again"
-    assert evaluate.main([*args, "--out", str(again)]) == 0
+    assert evaluate.main([*args, "--output", str(again)]) == 0
     assert (again / "episodes.csv").read_bytes() == (out / "episodes.csv").read_bytes()
 
 
@@ -203,7 +202,7 @@ def test_reports_tables_and_plots(trained_run: Path, tmp_path: Path, capsys) -> 
                     str(trained_run),
                     "--episodes",
                     "5",
-                    "--out",
+                    "--output",
                     str(out),
                     "--label",
                     label,
@@ -219,8 +218,8 @@ def test_reports_tables_and_plots(trained_run: Path, tmp_path: Path, capsys) -> 
     table = capsys.readouterr().out
     assert table.splitlines()[0].split() == ["Test", "Source", "protonet", "protonet-5q"]
     assert "Avg. rank" in table and "synthetic_blobs/test" in table
-    assert report.main(["hardness", *evals, "--png", str(tmp_path / "hardness.png")]) == 0
-    assert report.main(["ways-shots", *evals, "--out-dir", str(tmp_path / "ws")]) == 0
+    assert report.main(["hardness", *evals, "--output", str(tmp_path / "hardness.png")]) == 0
+    assert report.main(["ways-shots", *evals, "--output", str(tmp_path / "ws")]) == 0
     capsys.readouterr()
     assert report.main(["divergence", evals[0], evals[0], "--r", "0.1", "0.9"]) == 0
     slope = float(capsys.readouterr().out.split("slope ")[1].split()[0])
@@ -235,7 +234,7 @@ def test_reports_tables_and_plots(trained_run: Path, tmp_path: Path, capsys) -> 
                     str(trained_run),
                     "--episodes",
                     "3",
-                    "--out",
+                    "--output",
                     str(out),
                     "--base-novel-lambda",
                     lam,
@@ -246,7 +245,7 @@ def test_reports_tables_and_plots(trained_run: Path, tmp_path: Path, capsys) -> 
             == 0
         )
         lambdas.append(str(out))
-    assert report.main(["base-novel", *lambdas, "--png", str(tmp_path / "bn.png")]) == 0
+    assert report.main(["base-novel", *lambdas, "--output", str(tmp_path / "bn.png")]) == 0
     for png in ("hardness.png", "ws/accuracy_by_ways.png", "ws/precision_by_shots.png", "bn.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -262,7 +261,7 @@ def test_bad_input_fails_with_one_clear_message(tmp_path: Path, capsys) -> None:
                 str(missing),
                 "--episodes",
                 "1",
-                "--out",
+                "--output",
                 str(tmp_path / "r"),
                 *TINY,
             ]
@@ -275,11 +274,10 @@ def test_bad_input_fails_with_one_clear_message(tmp_path: Path, capsys) -> None:
             [
                 "--method",
                 "snail",
-                "--dataset",
-                "synthetic",
+                "--synthetic",
                 "--episodes",
                 "1",
-                "--out",
+                "--output",
                 str(tmp_path / "r"),
             ]
         )
