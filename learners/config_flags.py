@@ -41,10 +41,11 @@ def add_config_flags(
     *,
     only: Callable[[dataclasses.Field], bool] = lambda field: True,
     taken: set[str] | None = None,
+    show_defaults: bool = True,
 ) -> list[str]:
     """Add a flag for each settable field of `config_class` (those `only` keeps) to `group`;
-    fields whose flag is in `taken` (added by another dataclass) are skipped. Returns the
-    field names added."""
+    fields whose flag is in `taken` (added by another dataclass) are skipped; `show_defaults`
+    appends the dataclass default to the help. Returns the field names added."""
     hints = typing.get_type_hints(config_class)
     added = []
     for field in cli_fields(config_class):
@@ -52,7 +53,7 @@ def add_config_flags(
         if not only(field) or (taken is not None and flag in taken):
             continue
         kind = _value_type(hints[field.name])
-        text = field.metadata.get("help", "") + _default_text(field)
+        text = field.metadata.get("help", "") + (_default_text(field) if show_defaults else "")
         if kind is bool:
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:

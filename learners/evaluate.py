@@ -126,9 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     taken: set[str] = set()
     for options in method_option_classes():
         group = parser.add_argument_group(
-            f"change an option of a trained {', '.join(methods_sharing(options))} run"
+            f"change an option of a trained {', '.join(methods_sharing(options))} run "
+            "(default: the run's)"
         )
-        add_config_flags(group, options, only=_at_evaluation, taken=taken)
+        add_config_flags(group, options, only=_at_evaluation, taken=taken, show_defaults=False)
     return parser
 
 
