@@ -84,26 +84,26 @@ demo-learners: venv
 	@echo "== demo 4/4: ProtoNet and multiclass pre-training, 8 evaluations, rank tables, hardness"
 	$(BIN)/python -m learners.train --method protonet --backbone cnn4 --dataset $(OUT)/omniglot \
 	    --image-size 28 --ways 5 --shots 5 --query 15 --episodes $(TRAIN_STEPS) --checkpoint-every 50 \
-	    --validation-episodes 20 --seed $(SEED) --out $(RUNS)/protonet
+	    --validation-episodes 20 --seed $(SEED) --output $(RUNS)/protonet
 	$(BIN)/python -m learners.train --method multiclass --backbone cnn4 --dataset $(OUT)/omniglot \
 	    --image-size 28 --episodes $(PRETRAIN_STEPS) --batch-size 64 --checkpoint-every 100 \
-	    --validation-episodes 20 --seed $(SEED) --out $(RUNS)/multiclass
+	    --validation-episodes 20 --seed $(SEED) --output $(RUNS)/multiclass
 	@rm -rf $(RUNS)/eval
 	@for S in 1 5; do \
 	  $(BIN)/python -m learners.evaluate --run $(RUNS)/protonet --split test --episodes $(EVAL_EPISODES) \
 	      --ways 5 --shots $$S --query 15 --hardness-model $(RUNS)/multiclass \
-	      --label "ProtoNet $$S-shot" --out $(RUNS)/eval/protonet_$${S}shot || exit 1; \
+	      --label "ProtoNet $$S-shot" --output $(RUNS)/eval/protonet_$${S}shot || exit 1; \
 	  for I in support_init finetune transductive; do \
 	    $(BIN)/python -m learners.evaluate --run $(RUNS)/multiclass --inference $$I --split test \
 	        --episodes $(FT_EPISODES) --ways 5 --shots $$S --query 15 --hardness-model $(RUNS)/multiclass \
-	        --label "$$I $$S-shot" --out $(RUNS)/eval/$${I}_$${S}shot || exit 1; \
+	        --label "$$I $$S-shot" --output $(RUNS)/eval/$${I}_$${S}shot || exit 1; \
 	  done; \
 	done
 	@echo '5-way 1-shot test episodes:'
 	$(BIN)/python -m learners.report ranks $(RUNS)/eval/*_1shot
 	@echo '5-way 5-shot test episodes:'
 	$(BIN)/python -m learners.report ranks $(RUNS)/eval/*_5shot
-	$(BIN)/python -m learners.report hardness $(RUNS)/eval/* --png $(PLOTS)/hardness.png
+	$(BIN)/python -m learners.report hardness $(RUNS)/eval/* --output $(PLOTS)/hardness.png
 
 bench: venv
 	$(BIN)/python benchmarks/convert.py

@@ -50,9 +50,9 @@ from episodes.images.decoded_cache import write_decoded_cache  # noqa: E402
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec  # noqa: E402
 from learners.episode_feed import FeedConfig, feed  # noqa: E402
 from learners.episode_source import EpisodeOptions, open_episode_source  # noqa: E402
-from learners.learner import LearnerConfig  # noqa: E402
+from learners.learner_config import LearnerConfig  # noqa: E402
 from learners.methods.protonet import ProtoNet  # noqa: E402
-from learners.registry import build_learner  # noqa: E402
+from learners.registry import build_learner, learner_config  # noqa: E402
 from learners.run_dir import RunConfig  # noqa: E402
 from learners.train import train  # noqa: E402
 from learners.training_loop import LoopConfig, LoopResult, run_training  # noqa: E402
@@ -100,8 +100,8 @@ def episode_options(args: argparse.Namespace) -> EpisodeOptions:
 
 
 def run_config(args: argparse.Namespace, dataset: Path, mode: Mode) -> RunConfig:
-    learner = LearnerConfig(
-        method="protonet", backbone=args.backbone, image_size=IMAGE_SIZE, width=args.width
+    learner = learner_config(
+        "protonet", backbone=args.backbone, image_size=IMAGE_SIZE, width=args.width
     )
     return RunConfig(
         learner=learner,

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from learners.learner import Learner, LearnerConfig
-from learners.registry import build_learner
+from learners.learner import Learner
+from learners.registry import build_learner, learner_config_from_dict
 from learners.training_loop import CHECKPOINTS, LAST
 
 
@@ -76,7 +76,7 @@ def load_checkpoint_learner(
     """(learner with the checkpoint's weights on the CPU, checkpoint file, its step)."""
     checkpoint = resolve_checkpoint(path, option)
     payload = read_checkpoint_payload(checkpoint, option)
-    config = LearnerConfig.from_dict(payload["config"])
+    config = learner_config_from_dict(payload["config"])
     try:
         learner = build_learner(config)
         learner.load_state_dict(payload["model"])

@@ -5,7 +5,7 @@ Example:
       [--hardness-model CKPT]
 
 Prints mean accuracy with its 95% confidence interval (1.96 std / sqrt(n)) and the standard
-deviation, overall and per source, and writes to --out (default RUN/eval/<name>/, the name made
+deviation, overall and per source, and writes to --output (default RUN/eval/<name>/, the name made
 from the settings, e.g. test-best-transductive-5way1shot15query-600ep):
   episodes.csv  a first '#' line naming the hardness extractor, then: episode, source, ways,
                 support_size, query_size, mean/min/max_shots, accuracy, hardness (Dhillon eq. 9)
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import sys
@@ -33,6 +34,9 @@ from typing import Any
 
 from episodes.util.atomic_files import atomic_path, write_text_atomically
 from episodes.util.cli_errors import UserError, run_main
+from episodes.util.cli_style import add_dataset_argument, command_parser
+from learners.config_fields import flag_name
+from learners.config_flags import add_config_flags, given_values
 from learners.device import make_deterministic, resolve_device
 from learners.episode_eval import (
     CLASS_FIELDS,
@@ -49,34 +53,45 @@ from learners.episode_source import (
 from learners.evaluation_folder import check_output_folder, default_label, folder_name
 from learners.hardness_model import fixed_hardness_measure, run_hardness_measure
 from learners.learner import Learner
-from learners.methods.multiclass import INFERENCES, MulticlassLearner
+from learners.methods.multiclass import MulticlassLearner
 from learners.metrics import summarize_accuracies
+from learners.registry import method_option_classes, methods_sharing
 from learners.run_dir import RunConfig, load_run_learner
 from learners.training_loop import BEST, CHECKPOINTS, list_snapshots
 
 SNAPSHOT_FIELDS = ("step", "accuracy", "std", "ci95", "n")
 FINETUNE_INFERENCES = ("finetune", "transductive")
+FINETUNE_OPTIONS = (
+    "finetune_epochs",
+    "finetune_lr",
+    "entropy_log_ways",
+    "finetune_freeze_bn",
+    "finetune_augment",
+)
+# Changed options recorded by name in an evaluation's settings (the others under "options").
+SETTINGS_OPTIONS = ("inference", "finetune_freeze_bn", "finetune_augment")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m learners.evaluate",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("learners.evaluate", __doc__)
     parser.add_argument("--run", required=True, help="run folder of learners.train")
     parser.add_argument("--split", default="test", choices=("train", "valid", "test"))
     parser.add_argument("--episodes", type=int, default=600)
     parser.add_argument("--episode-shards", default=None, help="materialised episode shards")
-    parser.add_argument(
-        "--dataset", default=None, help="evaluate on these dataset folder(s) instead of the run's"
+    add_dataset_argument(
+        parser,
+        required=False,
+        help="evaluate on this converted dataset folder instead of the run's (repeatable)",
     )
     parser.add_argument("--split-file", default=None, help="split file for --dataset")
     parser.add_argument(
         "--checkpoint", default=None, help="best (default when validated), last, step_N, or all"
     )
     parser.add_argument(
-        "--out", default=None, help="output folder (default RUN/eval/<name from the settings>)"
+        "--output",
+        default=None,
+        help="output folder (default RUN/eval/<name from the settings>)",
+        renamed_from=("--out",),
     )
     parser.add_argument(
         "--overwrite",
@@ -86,23 +101,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--label", default=None, help="method name in reports")
     parser.add_argument("--seed", type=int, default=0, help="evaluation episode seed")
     parser.add_argument("--device", default="auto")
-    parser.add_argument(
-        "--inference",
-        choices=INFERENCES,
-        default=None,
-        help="override the episode inference of a multiclass run",
-    )
-    parser.add_argument(
-        "--finetune-freeze-bn",
-        action="store_true",
-        help="fine-tune with BatchNorm's pre-training statistics (default: batch statistics, "
-        "as the authors' code)",
-    )
-    parser.add_argument(
-        "--no-finetune-augment",
-        action="store_true",
-        help="fine-tune without the augmentation of Dhillon et al. A.4",
-    )
     parser.add_argument("--ways", type=int, default=None)
     parser.add_argument("--shots", type=int, default=None)
     parser.add_argument("--query", type=int, default=None)
@@ -125,7 +123,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-hardness", action="store_true")
     parser.add_argument("--no-progress", action="store_true")
+    taken: set[str] = set()
+    for options in method_option_classes():
+        group = parser.add_argument_group(
+            f"change an option of a trained {', '.join(methods_sharing(options))} run "
+            "(default: the run's)"
+        )
+        add_config_flags(group, options, only=_at_evaluation, taken=taken, show_defaults=False)
     return parser
+
+
+def _at_evaluation(field: dataclasses.Field) -> bool:
+    return bool(field.metadata.get("at_evaluation"))
+
+
+def evaluation_option_names() -> list[str]:
+    """The method options `learners.evaluate` may change on a trained run (their flags)."""
+    names: list[str] = []
+    for options in method_option_classes():
+        names += [f.name for f in dataclasses.fields(options) if _at_evaluation(f)]
+    return list(dict.fromkeys(names))
 
 
 def split_divergence(split_file: str | None) -> float | None:
@@ -154,38 +171,31 @@ def _episode_options(args: argparse.Namespace, config: RunConfig) -> Any:
     )
 
 
+def _dataset(args: argparse.Namespace) -> str | None:
+    """--dataset folders as run configs record them (comma-joined), None when not given."""
+    if not args.dataset:
+        return None
+    return ",".join(d for folder in args.dataset for d in folder.split(",") if d)
+
+
 def _episode_source(args: argparse.Namespace, config: RunConfig) -> EpisodeSource:
     if args.episode_shards is not None:
         return ShardEpisodeSource(args.episode_shards, config.learner.image_size)
     dataset, split_file = config.dataset, config.split_file
-    if args.dataset is not None:
-        dataset, split_file = args.dataset, args.split_file
+    if args.dataset:
+        dataset, split_file = _dataset(args), args.split_file
     return open_episode_source(
         dataset, args.split, split_file, _episode_options(args, config), args.seed
     )
 
 
 def _learner_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    if args.inference:
-        overrides["inference"] = args.inference
-    if args.finetune_freeze_bn:
-        overrides["finetune_freeze_bn"] = True
-    if args.no_finetune_augment:
-        overrides["finetune_augment"] = False
-    return overrides
+    return given_values(args, evaluation_option_names())
 
 
-def _check_finetune_flags(args: argparse.Namespace, learner: Learner) -> None:
-    flags = [
-        flag
-        for flag, given in (
-            ("--finetune-freeze-bn", args.finetune_freeze_bn),
-            ("--no-finetune-augment", args.no_finetune_augment),
-        )
-        if given
-    ]
-    inference = learner.config.inference if isinstance(learner, MulticlassLearner) else None
+def _check_finetune_flags(overrides: dict[str, Any], learner: Learner) -> None:
+    flags = [flag_name(name) for name in FINETUNE_OPTIONS if name in overrides]
+    inference = learner.options.inference if isinstance(learner, MulticlassLearner) else None
     if flags and inference not in FINETUNE_INFERENCES:
         what = f"inference {inference}" if inference else f"method {learner.config.method}"
         raise UserError(
@@ -200,8 +210,10 @@ def evaluation_settings(
     """Everything that decides an evaluation's numbers (recorded in summary.json)."""
     options = _episode_options(args, config)
     finetunes = (
-        isinstance(learner, MulticlassLearner) and learner.config.inference in FINETUNE_INFERENCES
+        isinstance(learner, MulticlassLearner) and learner.options.inference in FINETUNE_INFERENCES
     )
+    overrides = _learner_overrides(args)
+    others = {k: v for k, v in overrides.items() if k not in SETTINGS_OPTIONS}
     shards = str(Path(args.episode_shards).resolve()) if args.episode_shards else None
     return {
         "run": str(Path(args.run).resolve()),
@@ -215,12 +227,13 @@ def evaluation_settings(
         "ways": None if shards else options.ways,
         "shots": None if shards else options.shots,
         "query": None if shards else options.query,
-        "inference": args.inference,
-        "finetune_freeze_bn": learner.config.finetune_freeze_bn if finetunes else None,
-        "finetune_augment": learner.config.finetune_augment if finetunes else None,
+        "inference": overrides.get("inference"),
+        "finetune_freeze_bn": learner.options.finetune_freeze_bn if finetunes else None,
+        "finetune_augment": learner.options.finetune_augment if finetunes else None,
+        "options": others or None,
         "base_novel_lambda": args.base_novel_lambda,
         "episode_shards": shards,
-        "dataset": args.dataset,
+        "dataset": _dataset(args),
         "split_file": args.split_file if args.dataset else config.split_file,
         "hardness": None,
     }
@@ -320,12 +333,12 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     if not steps:
         raise FileNotFoundError(f"--run {args.run}: no snapshots to evaluate")
     learner, config, step = load_run_learner(args.run, steps[0][1], device, overrides)
-    _check_finetune_flags(args, learner)
+    _check_finetune_flags(overrides, learner)
     source = _episode_source(args, config)
     settings = evaluation_settings(args, learner, config, which, step)
     hardness = None if which == "all" else _hardness_measure(args, learner, device)
     settings["hardness"] = hardness.header() if hardness else None
-    out = Path(args.out) if args.out else Path(args.run) / "eval" / folder_name(settings)
+    out = Path(args.output) if args.output else Path(args.run) / "eval" / folder_name(settings)
     check_output_folder(out, settings, args.overwrite)  # before any long work
     out.mkdir(parents=True, exist_ok=True)
     if hardness is not None and args.hardness_model is None:
@@ -354,7 +367,7 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
         "label": label,
         "method": config.learner.method,
         "backbone": config.learner.backbone,
-        "inference": args.inference,
+        "inference": overrides.get("inference"),
         "checkpoint": which,
         "split": args.split,
         "episodes": args.episodes,

@@ -1,7 +1,7 @@
 """Where an evaluation's results go, and never over another evaluation's results.
 
 An evaluation is described by its settings (run, checkpoint and its step, split, episode shape,
-episode count, seed, inference, fine-tuning options, lambda, shards, dataset, hardness
+episode count, seed, inference, fine-tuning and other changed method options, lambda, shards, dataset, hardness
 extractor). The default folder `RUN/eval/<name>` is named from the settings that tell
 evaluations of one run apart (`test-best-transductive-5way1shot15query-600ep`), and every
 folder records its full settings in summary.json: a folder that holds another evaluation (other
@@ -45,6 +45,11 @@ def folder_name(settings: Mapping[str, Any]) -> str:
         parts.append("frozen-bn")
     if settings.get("finetune_augment") is False:
         parts.append("no-augment")
+    for name, value in sorted((settings.get("options") or {}).items()):
+        flag = name.replace("_", "-")
+        parts.append(
+            (flag if value else f"no-{flag}") if isinstance(value, bool) else f"{flag}{value}"
+        )
     if settings.get("dataset"):
         parts.append("on-" + "+".join(Path(d).name for d in settings["dataset"].split(",")))
     return "-".join(str(p) for p in parts)
@@ -80,7 +85,7 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 def check_output_folder(out: Path, settings: Mapping[str, Any], overwrite: bool) -> None:
     """Refuse (before any work) a folder holding results of other or unknown settings."""
     if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
+        raise UserError(f"--output {out}: exists and is not a folder")
     present = [name for name in RESULT_FILES if (out / name).is_file()]
     if not present or overwrite:
         return
@@ -92,11 +97,11 @@ def check_output_folder(out: Path, settings: Mapping[str, Any], overwrite: bool)
     if old is None:
         raise UserError(
             f"{out} already holds evaluation results ({', '.join(present)}) of unknown settings: "
-            "choose another --out, or add --overwrite to replace them"
+            "choose another --output, or add --overwrite to replace them"
         )
     changes = _differences(old, settings)
     if changes:
         raise UserError(
             f"{out} holds an evaluation with other settings ({'; '.join(changes)}): choose "
-            "another --out (the default folder name follows the settings), or add --overwrite"
+            "another --output (the default folder name follows the settings), or add --overwrite"
         )

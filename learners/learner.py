@@ -4,11 +4,11 @@ A learner is an `nn.Module` that owns its optimiser. Episodic methods implement
 `query_logits(episode_tensors)` (and optionally `episode_loss`); `fit_episode(episode)` takes one
 training step and returns the loss, `predict(episode)` returns query logits over the N ways.
 Non-episodic methods (multiclass pre-training) train with `fit_batch(images, class_ids)`.
+`self.config` holds the options every method shares, `self.options` the method's own.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,63 +16,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learners.backbones import Backbone, BackboneConfig, build_backbone
+from learners.backbones import Backbone, build_backbone
+from learners.config_fields import MethodConfig
 from learners.episode_batch import EpisodeTensors, Normalization, episode_to_tensors
+from learners.learner_config import LearnerConfig
 from learners.mixed_precision import MixedPrecision, memory_format
-
-
-@dataclass
-class LearnerConfig:
-    """Every option of every method (unused ones are ignored); saved with each run."""
-
-    method: str = "protonet"
-    backbone: str = "cnn4"
-    image_size: int = 84
-    width: float = 1.0
-    dropblock: bool = False
-    optimizer: str = "adam"  # "adam" or "sgd" (Nesterov momentum 0.9)
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    # MAML family (Meta-Dataset sec. 2): inner-loop SGD on the support set.
-    inner_steps: int = 5
-    inner_lr: float | None = None  # None: 0.1 (MAML, fo-MAML, ANIL), 0.01 (Proto-MAML)
-    eval_inner_steps: int | None = None
-    # Matching Networks: softmax temperature on cosine attention (1.0 is the paper's form).
-    matching_scale: float = 1.0
-    # Relation Networks: hidden units of the relation module's fully connected layer.
-    relation_hidden: int = 8
-    # Multiclass pre-training (Dhillon A.2) and its episode inference.
-    train_class_ids: list[int] = field(default_factory=list)
-    label_smoothing: float = 0.1  # Dhillon et al. sec. 4 / A.2: epsilon = 0.1
-    mixup_alpha: float = 0.25  # Dhillon et al. sec. 4 / A.2: alpha = 0.25
-    pretrain_augment: bool = False  # A.4 augmentation of batches (learners.train turns it on)
-    inference: str = "protonet"  # protonet | knn | support_init | finetune | transductive
-    knn_k: int = 1
-    knn_metric: str = "euclidean"  # euclidean | cosine
-    # Fine-tuning (Dhillon sec. 3, A.3).
-    finetune_epochs: int = 25
-    finetune_lr: float = 5e-5
-    finetune_relu: bool = True
-    entropy_log_ways: bool = False
-    finetune_freeze_bn: bool = False  # deviation: BatchNorm keeps pre-training statistics
-    finetune_augment: bool = True  # A.4 augmentation while fine-tuning
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> LearnerConfig:
-        known = {k: v for k, v in values.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
-
-    def backbone_config(self, track_running_stats: bool = True) -> BackboneConfig:
-        return BackboneConfig(
-            name=self.backbone,
-            image_size=self.image_size,
-            width=self.width,
-            dropblock=self.dropblock,
-            track_running_stats=track_running_stats,
-        )
+from learners.registry import resolved_config
 
 
 def make_optimizer(module: nn.Module, config: LearnerConfig) -> torch.optim.Optimizer:
@@ -106,7 +55,9 @@ class Learner(nn.Module):
 
     def __init__(self, config: LearnerConfig):
         super().__init__()
-        self.config = config
+        self.config = resolved_config(config)
+        assert self.config.options is not None
+        self.options: MethodConfig = self.config.options  # the method's own (its dataclass)
         self.normalization = Normalization()
         self.optimizer: torch.optim.Optimizer | None = None
         self.precision = MixedPrecision()

@@ -2,9 +2,9 @@
 
 Subcommands (EVAL is an evaluation folder holding summary.json, episodes.csv, classes.csv):
   ranks EVAL...                 Meta-Dataset table: accuracy +- CI (rank) per source, Avg. rank
-  hardness EVAL... --png P      accuracy vs hardness scatter with a regression line per method
-  ways-shots EVAL... --out-dir  accuracy by ways and class precision by shots (two PNGs)
-  base-novel EVAL... --png P    accuracy on tau_BN(lambda) against lambda (FIX-ML sec. 4.2)
+  hardness EVAL... --output P   accuracy vs hardness scatter with a regression line per method
+  ways-shots EVAL... --output D accuracy by ways and class precision by shots (two PNGs)
+  base-novel EVAL... --output P accuracy on tau_BN(lambda) against lambda (FIX-ML sec. 4.2)
   divergence EVAL... [--r R...] slope of test accuracy against ATG's R, per method
   kendall --run RUN [--snapshots CSV] [--last K]
                                 Kendall tau of validation vs test rankings of snapshots
@@ -29,6 +29,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from episodes.util.cli_errors import run_main  # noqa: E402
+from episodes.util.cli_style import command_parser  # noqa: E402
 from learners.metrics import (  # noqa: E402
     average_ranks,
     divergence_slope,
@@ -278,22 +279,28 @@ def _snapshots_csv(run_dir: Path) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m learners.report",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("learners.report", __doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("ranks").add_argument("evals", nargs="+")
     hardness = sub.add_parser("hardness")
     hardness.add_argument("evals", nargs="+")
-    hardness.add_argument("--png", required=True)
+    hardness.add_argument(
+        "--output", required=True, metavar="PNG", help="the plot", renamed_from=("--png",)
+    )
     ways = sub.add_parser("ways-shots")
     ways.add_argument("evals", nargs="+")
-    ways.add_argument("--out-dir", required=True)
+    ways.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="folder of the two plots",
+        renamed_from=("--out-dir",),
+    )
     mixing = sub.add_parser("base-novel")
     mixing.add_argument("evals", nargs="+")
-    mixing.add_argument("--png", required=True)
+    mixing.add_argument(
+        "--output", required=True, metavar="PNG", help="the plot", renamed_from=("--png",)
+    )
     diverge = sub.add_parser("divergence")
     diverge.add_argument("evals", nargs="+")
     diverge.add_argument(
@@ -326,7 +333,7 @@ def run(args: argparse.Namespace) -> str:
     if args.command == "ranks":
         return format_rank_table(rank_table(evaluations))
     if args.command == "hardness":
-        lines = plot_hardness(evaluations, Path(args.png))
+        lines = plot_hardness(evaluations, Path(args.output))
         text = "\n".join(
             f"{label}: accuracy = {slope:.2f} * hardness + {intercept:.2f}"
             for label, (slope, intercept) in lines.items()
@@ -337,11 +344,11 @@ def run(args: argparse.Namespace) -> str:
                 "\nnote: these evaluations measured hardness with different extractors "
                 f"({'; '.join(extractors)}): evaluate with one --hardness-model to compare them"
             )
-        return text + f"\nwrote {args.png}"
+        return text + f"\nwrote {args.output}"
     if args.command == "ways-shots":
-        return ways_shots(evaluations, Path(args.out_dir)) + f"\nwrote PNGs in {args.out_dir}"
+        return ways_shots(evaluations, Path(args.output)) + f"\nwrote PNGs in {args.output}"
     if args.command == "base-novel":
-        return base_novel(evaluations, Path(args.png)) + f"\nwrote {args.png}"
+        return base_novel(evaluations, Path(args.output)) + f"\nwrote {args.output}"
     return divergence(evaluations, args.r)
 
 

@@ -1,11 +1,15 @@
 """A training run's folder: its `config.json` (learner, data and loop options) and how to
-rebuild the learner of a run and load one of its checkpoints."""
+rebuild the learner of a run and load one of its checkpoints.
+
+config.json's "learner" holds the options every method shares and, under "options", the
+method's own; runs saved before hold every method's options side by side in "learner" and
+still resume and evaluate (`learners.registry.learner_config_from_dict` reads both)."""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +17,16 @@ import torch
 
 from episodes.util.atomic_files import write_text_atomically
 from learners.episode_source import EpisodeOptions
-from learners.learner import Learner, LearnerConfig
-from learners.registry import MULTICLASS_ALIASES, build_learner, resolved_config
+from learners.learner import Learner
+from learners.learner_config import LearnerConfig
+from learners.registry import (
+    build_learner,
+    foreign_options_message,
+    learner_config_from_dict,
+    method_entry,
+    resolved_config,
+    unfixed_method,
+)
 from learners.training_loop import BEST, CHECKPOINTS, LAST, list_snapshots, load_checkpoint
 
 CONFIG = "config.json"
@@ -59,7 +71,7 @@ class RunConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> RunConfig:
         values = dict(values)
-        values["learner"] = LearnerConfig.from_dict(values["learner"])
+        values["learner"] = learner_config_from_dict(values["learner"])
         values["episode_options"] = EpisodeOptions(**values["episode_options"])
         return cls(**values)
 
@@ -87,10 +99,26 @@ def write_or_check_run_config(run_dir: str | os.PathLike, config: RunConfig) -> 
         )
         if changed:
             raise ValueError(
-                f"{path} exists with different options {changed}: use a new --out folder "
+                f"{path} exists with different options {changed}: use a new --output folder "
                 "or the same options to resume"
             )
     write_text_atomically(path, json.dumps(new, indent=2, sort_keys=True) + "\n")
+
+
+def overridden_config(config: LearnerConfig, overrides: dict[str, Any]) -> LearnerConfig:
+    """`config` with some of the method's options replaced; a name that fixes an overridden
+    option (`knn` fixes the inference) gives way to the same learner with nothing fixed."""
+    if not overrides:
+        return config
+    config = resolved_config(config)
+    assert config.options is not None
+    method = config.method
+    foreign = sorted(set(overrides) - set(config.options.__dataclass_fields__))
+    if foreign:
+        raise ValueError(foreign_options_message(foreign, method))
+    if set(overrides) & set(method_entry(method).fixed):
+        method = unfixed_method(method)
+    return replace(config, method=method, options=replace(config.options, **overrides))
 
 
 def checkpoint_path(run_dir: str | os.PathLike, which: str) -> Path:
@@ -113,16 +141,9 @@ def load_run_learner(
     device: torch.device,
     overrides: dict[str, Any] | None = None,
 ) -> tuple[Learner, RunConfig, int]:
-    """Rebuild the run's learner on `device` (with optional learner-option overrides, e.g.
-    another inference), load checkpoint `which`; returns (learner, run config, step)."""
+    """Rebuild the run's learner on `device` (with optional overrides of the method's options,
+    e.g. another inference), load checkpoint `which`; returns (learner, run config, step)."""
     config = read_run_config(run_dir)
-    learner_config = config.learner
-    if overrides:
-        values = learner_config.to_dict()
-        values.update(overrides)
-        if "inference" in overrides and values["method"] in MULTICLASS_ALIASES:
-            values["method"] = "multiclass"  # the alias would otherwise fix the inference
-        learner_config = LearnerConfig.from_dict(values)
-    learner = build_learner(learner_config).to(device)
+    learner = build_learner(overridden_config(config.learner, overrides or {})).to(device)
     step = load_checkpoint(learner, checkpoint_path(run_dir, which), restore_rng=False)
     return learner, config, step

@@ -2,10 +2,12 @@
 
 Example:
   python -m learners.train --method protonet --backbone cnn4 --dataset OUT \
-      --split-file S.json --episodes 20000 --device auto --out RUN
+      --split-file S.json --episodes 20000 --device auto --output RUN
 
-Re-running the same command on the same --out resumes from the last checkpoint; a larger
---episodes continues training. `--dataset synthetic` trains on generated blob images.
+Re-running the same command on the same --output resumes from the last checkpoint; a larger
+--episodes continues training. `--synthetic` trains on generated blob images. Every option of
+the learners is a flag (generated from their config dataclasses); a method's own options are
+refused for another method.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from episodes.util.cli_errors import run_main
+from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
+from learners.config_fields import cli_fields
+from learners.config_flags import add_config_flags, given_values
 from learners.device import make_deterministic, resolve_device
 from learners.episode_eval import validation_hook
 from learners.episode_feed import FeedConfig, check_throughput_options, feed
@@ -29,15 +34,15 @@ from learners.episode_source import (
     open_batch_source,
     open_episode_source,
 )
-from learners.learner import LearnerConfig
-from learners.methods.multiclass import INFERENCES
+from learners.learner_config import LearnerConfig
 from learners.mixed_precision import AMP_MODES
 from learners.registry import (
-    METHODS,
-    MULTICLASS_ALIASES,
     build_learner,
-    canonical_method,
     is_episodic,
+    learner_config,
+    method_names,
+    method_option_classes,
+    methods_sharing,
     resolved_config,
 )
 from learners.run_dir import RunConfig, write_or_check_run_config
@@ -56,7 +61,6 @@ def add_episode_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ways", type=int, default=None, help="fixed ways")
     group.add_argument("--shots", type=int, default=None, help="fixed shots per class")
     group.add_argument("--query", type=int, default=None, help="fixed query examples per class")
-    group.add_argument("--image-size", type=int, default=84)
 
 
 def add_throughput_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,20 +98,31 @@ def add_throughput_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m learners.train",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def add_learner_flags(parser: argparse.ArgumentParser) -> None:
+    """The shared learner options, then each method's own, generated from their dataclasses."""
+    taken: set[str] = set()
+    add_config_flags(
+        parser.add_argument_group("learner (every method)"), LearnerConfig, taken=taken
     )
-    parser.add_argument("--method", required=True, help=f"one of {', '.join(METHODS)}")
-    parser.add_argument("--backbone", default="cnn4", help="cnn4, resnet12, resnet18 or wrn28_10")
-    parser.add_argument("--width", type=float, default=1.0, help="channel width multiplier")
-    parser.add_argument("--dropblock", action="store_true", help="DropBlock in ResNet-12")
-    parser.add_argument(
-        "--dataset",
-        required=True,
-        help="converted dataset folder(s), comma-separated, or 'synthetic'",
+    for options in method_option_classes():
+        names = ", ".join(methods_sharing(options))
+        group = parser.add_argument_group(f"options of {names}")
+        add_config_flags(group, options, taken=taken)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser("learners.train", __doc__)
+    parser.add_argument("--method", required=True, help=f"one of {', '.join(method_names())}")
+    data = parser.add_mutually_exclusive_group(required=True)
+    add_dataset_argument(
+        data,
+        required=False,
+        help="converted dataset folder (repeat --dataset to train on several)",
+    )
+    data.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="train on generated blob images (no data needed; for trying the tools)",
     )
     parser.add_argument("--split-file", default=None, help="split JSON (train/valid/test)")
     parser.add_argument(
@@ -118,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--batch-size", type=int, default=64, help="multiclass batch size")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
-    parser.add_argument("--out", required=True, help="run folder")
+    parser.add_argument("--output", required=True, help="run folder", renamed_from=("--out",))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--checkpoint-every",
@@ -140,129 +155,66 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="FIX-ML: fixed-support pool JSON (synthetic data: pool size k)",
     )
-    opt = parser.add_argument_group("optimisation")
-    opt.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    opt.add_argument("--lr", type=float, default=1e-3)
-    opt.add_argument("--weight-decay", type=float, default=0.0)
-    maml = parser.add_argument_group("MAML family")
-    maml.add_argument("--inner-steps", type=int, default=5)
-    maml.add_argument(
-        "--inner-lr", type=float, default=None, help="default 0.1, or 0.01 for Proto-MAML"
-    )
-    maml.add_argument("--eval-inner-steps", type=int, default=None)
-    other = parser.add_argument_group("other methods")
-    other.add_argument("--matching-scale", type=float, default=1.0)
-    other.add_argument(
-        "--label-smoothing",
-        type=float,
-        default=0.1,
-        help="multiclass pre-training (Dhillon et al. A.2: 0.1; 0 turns it off)",
-    )
-    other.add_argument(
-        "--mixup-alpha",
-        type=float,
-        default=0.25,
-        help="multiclass pre-training mixup Beta(alpha, alpha) (Dhillon et al. A.2: 0.25; 0: off)",
-    )
-    other.add_argument(
-        "--no-pretrain-augment",
-        action="store_true",
-        help="multiclass pre-training without the augmentation of Dhillon et al. A.4",
-    )
-    other.add_argument(
-        "--inference",
-        choices=INFERENCES,
-        default=None,
-        help="episode inference of multiclass pre-training (default protonet; the methods "
-        "knn, support_init, finetune, transductive fix it)",
-    )
-    other.add_argument("--knn-k", type=int, default=1)
-    other.add_argument("--knn-metric", choices=("euclidean", "cosine"), default="euclidean")
-    other.add_argument("--finetune-epochs", type=int, default=25)
-    other.add_argument("--finetune-lr", type=float, default=5e-5)
-    other.add_argument("--no-finetune-relu", action="store_true")
-    other.add_argument(
-        "--entropy-log-ways",
-        action="store_true",
-        help="divide the transductive entropy term by log(ways)",
-    )
-    other.add_argument(
-        "--finetune-freeze-bn",
-        action="store_true",
-        help="fine-tune with BatchNorm's pre-training statistics (default: batch statistics)",
-    )
-    other.add_argument(
-        "--no-finetune-augment",
-        action="store_true",
-        help="fine-tune without the augmentation of Dhillon et al. A.4",
-    )
+    add_learner_flags(parser)
     return parser
+
+
+def dataset_from_args(args: argparse.Namespace) -> str:
+    """The run's dataset as config.json records it: folders joined by commas, or 'synthetic'.
+    The old spellings (`--dataset synthetic`, `--dataset A,B`) still work, with a note."""
+    if args.synthetic:
+        return SYNTHETIC
+    folders = list(args.dataset)
+    if folders == [SYNTHETIC]:
+        print(
+            f"note: --dataset {SYNTHETIC} is now --synthetic; the old spelling goes in "
+            f"{OLD_SPELLINGS_UNTIL}",
+            file=sys.stderr,
+        )
+        return SYNTHETIC
+    if any("," in folder for folder in folders):
+        print(
+            "note: comma-separated --dataset is now one --dataset DIR per folder; the old "
+            f"spelling goes in {OLD_SPELLINGS_UNTIL}",
+            file=sys.stderr,
+        )
+    return ",".join(d for folder in folders for d in folder.split(",") if d)
+
+
+def learner_config_from_args(args: argparse.Namespace) -> LearnerConfig:
+    """The learner options given on the command line (the rest from the dataclasses'
+    defaults); one line naming the flag on an option of another method or a bad value."""
+    names = [f.name for f in cli_fields(LearnerConfig)]
+    for options in method_option_classes():
+        names += [f.name for f in cli_fields(options) if f.name not in names]
+    config = learner_config(args.method, **given_values(args, names))
+    return resolved_config(config)  # what runs; raises on a bad value or unknown backbone
 
 
 def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     """Validate the options (before any long work) and collect them in a RunConfig."""
-    method = canonical_method(args.method)
-    for name in (
-        "episodes",
-        "batch_size",
-        "checkpoint_every",
-        "image_size",
-        "inner_steps",
-        "finetune_epochs",
-        "knn_k",
-    ):
-        if getattr(args, name) < (0 if name in ("inner_steps", "finetune_epochs") else 1):
+    learner = learner_config_from_args(args)
+    for name in ("episodes", "batch_size", "checkpoint_every"):
+        if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)} is too small")
     if args.validation_episodes < 0:
         raise ValueError(f"--validation-episodes {args.validation_episodes}: expected >= 0")
-    if args.fix_ml_pool is not None and not is_episodic(method):
+    if args.fix_ml_pool is not None and not is_episodic(learner.method):
         raise ValueError("--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass")
+    dataset = dataset_from_args(args)
     check_throughput_options(
-        args.loader_workers, args.decode_processes, args.keep_snapshots, args.dataset
-    )
-    if args.width <= 0:
-        raise ValueError(f"--width {args.width}: expected > 0")
-    fixed = MULTICLASS_ALIASES.get(method)
-    if fixed is not None and args.inference not in (None, fixed):
-        raise ValueError(
-            f"--method {args.method} runs inference {fixed}, not --inference {args.inference}"
-        )
-    learner = LearnerConfig(
-        method=method,
-        backbone=args.backbone,
-        image_size=args.image_size,
-        width=args.width,
-        dropblock=args.dropblock,
-        optimizer=args.optimizer,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        inner_steps=args.inner_steps,
-        inner_lr=args.inner_lr,
-        eval_inner_steps=args.eval_inner_steps,
-        matching_scale=args.matching_scale,
-        label_smoothing=args.label_smoothing,
-        mixup_alpha=args.mixup_alpha,
-        pretrain_augment=not is_episodic(method) and not args.no_pretrain_augment,
-        inference=args.inference or "protonet",
-        knn_k=args.knn_k,
-        knn_metric=args.knn_metric,
-        finetune_epochs=args.finetune_epochs,
-        finetune_lr=args.finetune_lr,
-        finetune_relu=not args.no_finetune_relu,
-        entropy_log_ways=args.entropy_log_ways,
-        finetune_freeze_bn=args.finetune_freeze_bn,
-        finetune_augment=not args.no_finetune_augment,
+        args.loader_workers, args.decode_processes, args.keep_snapshots, dataset
     )
     options = EpisodeOptions(
         ways=args.ways,
         shots=args.shots,
         query=args.query,
-        image_size=args.image_size,
+        image_size=learner.image_size,
         fix_ml_pool=args.fix_ml_pool,
     )
     return RunConfig(
-        learner=resolved_config(learner),  # what runs; raises on an unknown backbone
-        dataset=args.dataset,
+        learner=learner,
+        dataset=dataset,
         split_file=args.split_file,
         episode_options=options,
         seed=args.seed,
@@ -305,7 +257,7 @@ def train(
         )
     source = open_train(decode_processes=config.decode_processes)
     if not is_episodic(config.learner.method):
-        config.learner.train_class_ids = [int(c) for c in source.class_ids]
+        config.learner.options.train_class_ids = [int(c) for c in source.class_ids]
     feed_config = FeedConfig(config.loader_workers)
 
     def stream(start: int) -> Iterator[Any]:
@@ -342,15 +294,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = run_config_from_args(args)
-        result = train(config, args.out, args.device, progress=not args.no_progress)
+        result = train(config, args.output, args.device, progress=not args.no_progress)
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if result.start_step >= config.total_steps:
-        print(f"{args.out}: already trained for {result.start_step} steps; nothing to do")
+        print(f"{args.output}: already trained for {result.start_step} steps; nothing to do")
         return 0
     tail = result.losses[-min(len(result.losses), 50) :]
-    line = f"{args.out}: steps {result.start_step}->{result.end_step}"
+    line = f"{args.output}: steps {result.start_step}->{result.end_step}"
     if tail:
         line += f", mean loss of the last {len(tail)} steps {sum(tail) / len(tail):.4f}"
     if result.validation:
@@ -362,8 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def resume_line(argv: Sequence[str]) -> str:
     """What Ctrl-C prints: where the run stands and the command that resumes it."""
     args = build_parser().parse_args(argv)
-    snapshots = list_snapshots(args.out)
-    last = Path(args.out) / CHECKPOINTS / LAST  # the only one left with --keep-snapshots 0
+    snapshots = list_snapshots(args.output)
+    last = Path(args.output) / CHECKPOINTS / LAST  # the only one left with --keep-snapshots 0
     where = (
         f"last checkpoint step {snapshots[-1][0]}"
         if snapshots
@@ -372,7 +324,7 @@ def resume_line(argv: Sequence[str]) -> str:
         else "no checkpoint yet"
     )
     command = " ".join(shlex.quote(a) for a in ["python", "-m", "learners.train", *argv])
-    return f"interrupted ({args.out}: {where}); resume with the same command: {command}"
+    return f"interrupted ({args.output}: {where}); resume with the same command: {command}"
 
 
 if __name__ == "__main__":

@@ -76,11 +76,6 @@ KNOWN: set[str] = {
     "episodes.fetch: no build_parser() to walk",
     "episodes.fixml: no build_parser() to walk",
     "episodes.read: --dataset is not a repeatable folder (--dataset DIR)",
-    "learners.evaluate: --dataset is not a repeatable folder (--dataset DIR)",
-    "learners.evaluate: --out (what a command writes is --output)",
-    "learners.report ways-shots: --out-dir (what a command writes is --output)",
-    "learners.train: --dataset is not a repeatable folder (--dataset DIR)",
-    "learners.train: --out (what a command writes is --output)",
 }
 
 

@@ -18,8 +18,7 @@ from episodes.records.record_index import RecordIndex, write_index
 from episodes.records.record_reader import RecordReader
 from episodes.records.tfrecord_io import write_records
 from learners.episode_batch import images_to_tensor
-from learners.learner import LearnerConfig
-from learners.registry import build_learner
+from learners.registry import build_learner, learner_config
 from learners.training_loop import save_checkpoint
 from splits import embed as embed_cli
 from splits.embeddings.embeddings_file import EmbeddingsFile
@@ -74,8 +73,9 @@ def write_tiny_dataset(root: Path, counts=COUNTS, seed: int = 0, corrupt=None) -
 def write_random_checkpoint(path: Path, seed: int = 0) -> Path:
     """A randomly initialised cnn4 multiclass learner saved as learners saves checkpoints."""
     torch.manual_seed(seed)
-    config = LearnerConfig(
-        method="multiclass",
+    config = learner_config(
+        "multiclass",
+        pretrain_augment=False,
         backbone="cnn4",
         image_size=IMAGE_SIZE,
         width=0.25,

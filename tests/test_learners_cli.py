@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from learners import evaluate, report
 from learners import train as train_cli
 from learners.episode_eval import CLASS_FIELDS, EPISODE_FIELDS
 from learners.episode_source import EpisodeOptions
-from learners.learner import LearnerConfig
+from learners.registry import learner_config
 from learners.run_dir import RunConfig
 from learners.training_loop import list_snapshots
 
@@ -41,14 +42,15 @@ TINY = [
 
 
 def multiclass_config(steps: int) -> RunConfig:
-    learner = LearnerConfig(
-        method="multiclass",
+    learner = learner_config(
+        "multiclass",
         backbone="cnn4",
         image_size=28,
         width=0.25,
         mixup_alpha=0.4,
         label_smoothing=0.1,
         dropblock=False,
+        pretrain_augment=False,
     )
     return RunConfig(
         learner=learner,
@@ -97,13 +99,12 @@ def test_a_run_refuses_changed_options(tmp_path: Path, capsys) -> None:
     args = [
         "--method",
         "protonet",
-        "--dataset",
-        "synthetic",
+        "--synthetic",
         "--episodes",
         "2",
         "--validation-episodes",
         "0",
-        "--out",
+        "--output",
         str(run),
         *TINY,
     ]
@@ -121,15 +122,14 @@ def trained_run(tmp_path_factory) -> Path:
         [
             "--method",
             "protonet",
-            "--dataset",
-            "synthetic",
+            "--synthetic",
             "--episodes",
             "12",
             "--checkpoint-every",
             "4",
             "--validation-episodes",
             "4",
-            "--out",
+            "--output",
             str(run),
             "--seed",
             "1",
@@ -150,7 +150,7 @@ def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 def test_evaluate_writes_records_and_the_ci_formula(trained_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "eval"
     args = ["--run", str(trained_run), "--episodes", "8", "--no-progress", "--device", "auto"]
-    assert evaluate.main([*args, "--out", str(out)]) == 0
+    assert evaluate.main([*args, "--output", str(out)]) == 0
     fields, rows = read_rows(out / "episodes.csv")
     assert fields == list(EPISODE_FIELDS) and len(rows) == 8
     first_line = (out / "episodes.csv").read_text().splitlines()[0]
@@ -169,7 +169,7 @@ def test_evaluate_writes_records_and_the_ci_formula(trained_run: Path, tmp_path:
     assert summary["checkpoint"] == "best"
     # the same command gives byte-identical records
     again = tmp_path / "again"
-    assert evaluate.main([*args, "--out", str(again)]) == 0
+    assert evaluate.main([*args, "--output", str(again)]) == 0
     assert (again / "episodes.csv").read_bytes() == (out / "episodes.csv").read_bytes()
 
 
@@ -203,7 +203,7 @@ def test_reports_tables_and_plots(trained_run: Path, tmp_path: Path, capsys) -> 
                     str(trained_run),
                     "--episodes",
                     "5",
-                    "--out",
+                    "--output",
                     str(out),
                     "--label",
                     label,
@@ -219,8 +219,8 @@ def test_reports_tables_and_plots(trained_run: Path, tmp_path: Path, capsys) -> 
     table = capsys.readouterr().out
     assert table.splitlines()[0].split() == ["Test", "Source", "protonet", "protonet-5q"]
     assert "Avg. rank" in table and "synthetic_blobs/test" in table
-    assert report.main(["hardness", *evals, "--png", str(tmp_path / "hardness.png")]) == 0
-    assert report.main(["ways-shots", *evals, "--out-dir", str(tmp_path / "ws")]) == 0
+    assert report.main(["hardness", *evals, "--output", str(tmp_path / "hardness.png")]) == 0
+    assert report.main(["ways-shots", *evals, "--output", str(tmp_path / "ws")]) == 0
     capsys.readouterr()
     assert report.main(["divergence", evals[0], evals[0], "--r", "0.1", "0.9"]) == 0
     slope = float(capsys.readouterr().out.split("slope ")[1].split()[0])
@@ -235,7 +235,7 @@ def test_reports_tables_and_plots(trained_run: Path, tmp_path: Path, capsys) -> 
                     str(trained_run),
                     "--episodes",
                     "3",
-                    "--out",
+                    "--output",
                     str(out),
                     "--base-novel-lambda",
                     lam,
@@ -246,7 +246,7 @@ def test_reports_tables_and_plots(trained_run: Path, tmp_path: Path, capsys) -> 
             == 0
         )
         lambdas.append(str(out))
-    assert report.main(["base-novel", *lambdas, "--png", str(tmp_path / "bn.png")]) == 0
+    assert report.main(["base-novel", *lambdas, "--output", str(tmp_path / "bn.png")]) == 0
     for png in ("hardness.png", "ws/accuracy_by_ways.png", "ws/precision_by_shots.png", "bn.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -262,7 +262,7 @@ def test_bad_input_fails_with_one_clear_message(tmp_path: Path, capsys) -> None:
                 str(missing),
                 "--episodes",
                 "1",
-                "--out",
+                "--output",
                 str(tmp_path / "r"),
                 *TINY,
             ]
@@ -275,11 +275,10 @@ def test_bad_input_fails_with_one_clear_message(tmp_path: Path, capsys) -> None:
             [
                 "--method",
                 "snail",
-                "--dataset",
-                "synthetic",
+                "--synthetic",
                 "--episodes",
                 "1",
-                "--out",
+                "--output",
                 str(tmp_path / "r"),
             ]
         )
@@ -290,3 +289,102 @@ def test_bad_input_fails_with_one_clear_message(tmp_path: Path, capsys) -> None:
     assert "not a learners.train run folder" in capsys.readouterr().err
     assert report.main(["ranks", str(missing)]) == 2
     assert "no summary.json" in capsys.readouterr().err
+
+
+# Every learner option as runs saved them before per-method configs: one flat "learner" object.
+OLD_FLAT_PROTONET = {
+    "method": "protonet",
+    "backbone": "cnn4",
+    "image_size": 28,
+    "width": 0.25,
+    "dropblock": False,
+    "optimizer": "adam",
+    "lr": 0.001,
+    "weight_decay": 0.0,
+    "inner_steps": 5,
+    "inner_lr": None,
+    "eval_inner_steps": None,
+    "matching_scale": 1.0,
+    "relation_hidden": 8,
+    "train_class_ids": [],
+    "label_smoothing": 0.1,
+    "mixup_alpha": 0.25,
+    "pretrain_augment": False,
+    "inference": "protonet",
+    "knn_k": 1,
+    "knn_metric": "euclidean",
+    "finetune_epochs": 25,
+    "finetune_lr": 5e-05,
+    "finetune_relu": True,
+    "entropy_log_ways": False,
+    "finetune_freeze_bn": False,
+    "finetune_augment": True,
+}
+
+
+def test_a_run_saved_in_the_old_flat_layout_evaluates_the_same(
+    trained_run: Path, tmp_path: Path
+) -> None:
+    old = tmp_path / "old_run"
+    shutil.copytree(trained_run, old, ignore=shutil.ignore_patterns("eval"))
+    config = json.loads((old / "config.json").read_text())
+    assert config["learner"]["options"] == {}  # ProtoNet has no options of its own
+    config["learner"] = OLD_FLAT_PROTONET
+    (old / "config.json").write_text(json.dumps(config, indent=2))
+    for checkpoint in (old / "checkpoints").glob("*.pt"):
+        payload = torch.load(checkpoint, weights_only=False)
+        payload["config"] = OLD_FLAT_PROTONET
+        checkpoint.unlink()  # best.pt and last.pt may be links to a snapshot
+        torch.save(payload, checkpoint)
+    summaries = []
+    for run in (trained_run, old):
+        out = tmp_path / f"eval_{run.name}"
+        args = ["--run", str(run), "--episodes", "6", "--no-progress", "--output", str(out)]
+        assert evaluate.main([*args, "--no-hardness"]) == 0
+        summaries.append(json.loads((out / "summary.json").read_text()))
+        assert (out / "episodes.csv").is_file()
+    assert summaries[0]["accuracy"] == summaries[1]["accuracy"]
+
+
+def test_old_flat_multiclass_options_load_into_the_methods_dataclass() -> None:
+    from learners.methods.multiclass import MulticlassConfig
+    from learners.registry import learner_config_from_dict, resolved_config
+
+    flat = {**OLD_FLAT_PROTONET, "method": "knn", "knn_k": 3, "train_class_ids": [4, 5, 6]}
+    del flat["pretrain_augment"]  # runs older still did not save it: it was off
+    config = resolved_config(learner_config_from_dict(flat))
+    assert (config.method, config.width, config.lr) == ("knn", 0.25, 0.001)
+    assert config.options == MulticlassConfig(
+        knn_k=3, inference="knn", train_class_ids=[4, 5, 6], pretrain_augment=False
+    )
+
+
+def test_old_spellings_still_work_with_a_one_line_note(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "run"
+    old = ["--method", "protonet", "--dataset", "synthetic", "--episodes", "2"]
+    old += ["--validation-episodes", "0", "--out", str(run), *TINY]
+    assert train_cli.main(old) == 0
+    err = capsys.readouterr().err
+    assert "note: --out is now --output" in err
+    assert "note: --dataset synthetic is now --synthetic" in err
+    assert json.loads((run / "config.json").read_text())["dataset"] == "synthetic"
+    out = tmp_path / "eval"
+    args = ["--run", str(run), "--episodes", "2", "--no-progress", "--out", str(out)]
+    assert evaluate.main(args) == 0
+    assert (out / "summary.json").is_file()
+    assert "note: --out is now --output" in capsys.readouterr().err
+    png = tmp_path / "hardness.png"
+    assert report.main(["hardness", str(out), "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "note: --png is now --output" in capsys.readouterr().err
+
+
+def test_options_of_another_method_are_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    args = ["--method", "protonet", "--synthetic", "--episodes", "2", "--output", str(tmp_path)]
+    assert train_cli.main([*args, "--relation-hidden", "16", "--inner-steps", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: --inner-steps (options of anil, fomaml, foprotomaml, maml, protomaml) and "
+        "--relation-hidden (options of relation): not options of --method protonet"
+    ]
+    assert not any(tmp_path.iterdir())  # nothing written

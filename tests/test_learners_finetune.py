@@ -130,11 +130,11 @@ def test_augmentation_draws_per_image_and_is_reproducible() -> None:
 
 @pytest.mark.parametrize("freeze, augment", [(False, True), (True, False)])
 def test_finetuning_options_are_saved_and_used(freeze: bool, augment: bool) -> None:
-    from learners.learner import LearnerConfig
-    from learners.registry import build_learner
+    from learners.learner_config import LearnerConfig
+    from learners.registry import build_learner, learner_config
 
-    config = LearnerConfig(
-        method="transductive",
+    config = learner_config(
+        "transductive",
         image_size=28,
         width=0.25,
         train_class_ids=list(range(12)),
@@ -151,27 +151,27 @@ def test_multiclass_pretraining_augments_its_batches_by_default() -> None:
     from learners import train as train_cli
 
     def saved(*args: str) -> bool:
-        argv = ["--dataset", "synthetic", "--episodes", "1", "--out", "unused", *args]
+        argv = ["--synthetic", "--episodes", "1", "--output", "unused", *args]
         config = train_cli.run_config_from_args(train_cli.build_parser().parse_args(argv))
-        return config.learner.pretrain_augment
+        return config.learner.options.pretrain_augment
 
     assert saved("--method", "multiclass")
     assert not saved("--method", "multiclass", "--no-pretrain-augment")
-    assert not saved("--method", "protonet")
+    with pytest.raises(ValueError, match="--pretrain-augment .options of finetune, knn"):
+        saved("--method", "protonet", "--no-pretrain-augment")
 
 
 @pytest.mark.parametrize("augment", [False, True])
 def test_pretraining_step_sees_augmented_images(augment: bool) -> None:
-    from learners.learner import LearnerConfig
-    from learners.registry import build_learner
+    from learners.registry import build_learner, learner_config
     from learners.synthetic_episodes import SyntheticBatchSource
 
     images, class_ids = SyntheticBatchSource(batch_size=8, seed=1).batch(0)
     losses = []
     for pretrain_augment in (False, augment):
         torch.manual_seed(0)
-        config = LearnerConfig(
-            method="multiclass",
+        config = learner_config(
+            "multiclass",
             image_size=28,
             width=0.25,
             train_class_ids=list(range(32)),

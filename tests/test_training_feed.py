@@ -33,8 +33,7 @@ from learners.episode_source import (
     open_batch_source,
     open_episode_source,
 )
-from learners.learner import LearnerConfig
-from learners.registry import build_learner
+from learners.registry import build_learner, learner_config
 from learners.run_dir import CONFIG, RunConfig
 from learners.training_loop import list_snapshots
 from tests.conftest import make_local_runner
@@ -178,13 +177,18 @@ def test_a_worker_error_arrives_as_the_readers_one_line_message(tmp_path) -> Non
 
 
 def tiny_config(steps: int, **changes) -> RunConfig:
-    learner = LearnerConfig(
-        method=changes.pop("method", "multiclass"),
+    method = changes.pop("method", "multiclass")
+    pretraining = {  # mixup draws from torch's RNG: a consumed RNG would change the weights
+        "mixup_alpha": 0.4,
+        "label_smoothing": 0.1,
+        "pretrain_augment": False,
+    }
+    learner = learner_config(
+        method,
         backbone="cnn4",
         image_size=16,
         width=0.25,
-        mixup_alpha=0.4,  # draws from torch's RNG: a consumed RNG would change the weights
-        label_smoothing=0.1,
+        **(pretraining if method == "multiclass" else {}),
     )
     values = {
         "learner": learner,
@@ -329,7 +333,7 @@ def test_channels_last_stores_weights_and_images_nhwc_with_the_same_values() -> 
 TINY = [
     *("--backbone", "cnn4", "--width", "0.25", "--image-size", "16"),
     *("--ways", "3", "--shots", "2", "--query", "2", "--no-progress"),
-    *("--method", "protonet", "--dataset", "synthetic", "--validation-episodes", "0"),
+    *("--method", "protonet", "--synthetic", "--validation-episodes", "0"),
 ]
 
 
@@ -337,7 +341,7 @@ def test_new_options_are_saved_and_only_result_changing_ones_block_a_resume(
     tmp_path, capsys
 ) -> None:
     out = tmp_path / "run"
-    args = [*TINY, "--episodes", "2", "--out", str(out), "--amp", "bf16", "--channels-last"]
+    args = [*TINY, "--episodes", "2", "--output", str(out), "--amp", "bf16", "--channels-last"]
     assert train_cli.main([*args, "--loader-workers", "1", "--keep-snapshots", "3"]) == 0
     saved = json.loads((out / CONFIG).read_text())
     assert (saved["amp"], saved["channels_last"]) == ("bf16", True)
@@ -358,12 +362,12 @@ def test_new_options_are_saved_and_only_result_changing_ones_block_a_resume(
 
 def test_a_run_written_before_these_options_resumes(tmp_path) -> None:
     out = tmp_path / "run"
-    assert train_cli.main([*TINY, "--episodes", "2", "--out", str(out)]) == 0
+    assert train_cli.main([*TINY, "--episodes", "2", "--output", str(out)]) == 0
     saved = json.loads((out / CONFIG).read_text())
     for key in ("loader_workers", "decode_processes", "keep_snapshots", "amp", "channels_last"):
         del saved[key]
     (out / CONFIG).write_text(json.dumps(saved))
-    assert train_cli.main([*TINY, "--episodes", "3", "--out", str(out)]) == 0
+    assert train_cli.main([*TINY, "--episodes", "3", "--output", str(out)]) == 0
     assert torch.load(out / "checkpoints" / "last.pt", weights_only=True)["step"] == 3
 
 
@@ -378,7 +382,7 @@ def test_a_run_written_before_these_options_resumes(tmp_path) -> None:
 )
 def test_impossible_loading_options_fail_with_one_line(extra, message, tmp_path, capsys):
     out = tmp_path / "run"
-    assert train_cli.main([*TINY, "--episodes", "2", "--out", str(out), *extra]) == 2
+    assert train_cli.main([*TINY, "--episodes", "2", "--output", str(out), *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not out.exists()  # refused before anything was written
@@ -435,7 +439,7 @@ def test_ctrl_c_stops_every_process_and_frees_shared_memory(loading, jpeg_datase
     command = [
         *(sys.executable, "-m", "learners.train", *TINY[:-6]),
         *("--method", "protonet", "--dataset", str(jpeg_dataset), "--validation-episodes", "0"),
-        *("--episodes", "100000", "--checkpoint-every", "1", "--out", str(out), *loading),
+        *("--episodes", "100000", "--checkpoint-every", "1", "--output", str(out), *loading),
     ]
     process = subprocess.Popen(
         command,

@@ -34,8 +34,7 @@ def multiclass_args(out: Path, *extra: str) -> list[str]:
     return [
         "--method",
         "multiclass",
-        "--dataset",
-        "synthetic",
+        "--synthetic",
         "--episodes",
         "4",
         "--batch-size",
@@ -46,7 +45,7 @@ def multiclass_args(out: Path, *extra: str) -> list[str]:
         "2",
         "--seed",
         "0",
-        "--out",
+        "--output",
         str(out),
         *TINY,
         *extra,
@@ -120,21 +119,21 @@ def test_an_explicit_out_with_other_settings_is_refused_unless_asked(
     multiclass_run: Path, tmp_path: Path, capsys
 ) -> None:
     out = tmp_path / "eval"
-    assert evaluate.main(eval_args(multiclass_run, 1, "--out", str(out))) == 0
+    assert evaluate.main(eval_args(multiclass_run, 1, "--output", str(out))) == 0
     before = (out / "summary.json").read_bytes()
     capsys.readouterr()
-    assert evaluate.main(eval_args(multiclass_run, 5, "--out", str(out))) == 2
+    assert evaluate.main(eval_args(multiclass_run, 5, "--output", str(out))) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(out) in err and "shots 1 -> 5" in err
     assert "--overwrite" in err
     assert (out / "summary.json").read_bytes() == before
-    assert evaluate.main(eval_args(multiclass_run, 5, "--out", str(out), "--overwrite")) == 0
+    assert evaluate.main(eval_args(multiclass_run, 5, "--output", str(out), "--overwrite")) == 0
     assert json.loads((out / "summary.json").read_text())["settings"]["shots"] == 5
     # results of unknown settings (no summary) are not overwritten either
     stray = tmp_path / "stray"
     stray.mkdir()
     (stray / "episodes.csv").write_text("episode,accuracy\n0,1.0\n")
-    assert evaluate.main(eval_args(multiclass_run, 1, "--out", str(stray))) == 2
+    assert evaluate.main(eval_args(multiclass_run, 1, "--output", str(stray))) == 2
     assert "unknown settings" in capsys.readouterr().err
     assert (stray / "episodes.csv").read_text() == "episode,accuracy\n0,1.0\n"
 
@@ -148,7 +147,7 @@ def test_report_ranks_keeps_two_evaluations_of_one_run(
     folders = []
     for shots in (1, 5):
         out = tmp_path / f"{shots}shot"
-        assert evaluate.main(eval_args(multiclass_run, shots, "--out", str(out))) == 0
+        assert evaluate.main(eval_args(multiclass_run, shots, "--output", str(out))) == 0
         folders.append(str(out))
     capsys.readouterr()
     assert report.main(["ranks", *folders]) == 0
@@ -158,7 +157,7 @@ def test_report_ranks_keeps_two_evaluations_of_one_run(
     labelled = []
     for shots in (1, 5):
         out = tmp_path / f"same-label-{shots}"
-        args = eval_args(multiclass_run, shots, "--out", str(out), "--label", "mine")
+        args = eval_args(multiclass_run, shots, "--output", str(out), "--label", "mine")
         assert evaluate.main(args) == 0
         labelled.append(str(out))
     capsys.readouterr()
@@ -187,13 +186,17 @@ def test_saved_config_says_which_inference_runs(tmp_path: Path, capsys) -> None:
     args[args.index("multiclass")] = "knn"
     assert train_cli.main(args) == 0
     config = json.loads((run / "config.json").read_text())
-    assert config["learner"]["method"] == "knn" and config["learner"]["inference"] == "knn"
+    learner = config["learner"]
+    assert learner["method"] == "knn" and learner["options"]["inference"] == "knn"
     checkpoint = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
-    assert checkpoint["config"]["inference"] == "knn"
+    assert checkpoint["config"]["options"]["inference"] == "knn"
     assert train_cli.main([*args, "--inference", "protonet"]) == 2
     assert "runs inference knn, not --inference protonet" in capsys.readouterr().err
-    # a run saved before (inference "protonet" for knn) still resumes with the same command
-    config["learner"]["inference"] = "protonet"
+    # a run saved before per-method configs (every option flat in "learner", inference
+    # "protonet" for knn) still resumes with the same command
+    flat = {k: v for k, v in learner.items() if k != "options"}
+    flat.update(learner["options"], inference="protonet", inner_steps=5, relation_hidden=8)
+    config["learner"] = flat
     (run / "config.json").write_text(json.dumps(config))
     assert train_cli.main(args) == 0
     assert "already trained" in capsys.readouterr().out
@@ -207,15 +210,14 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume(tmp_path: Path) -> None:
     args = [
         "--method",
         "protonet",
-        "--dataset",
-        "synthetic",
+        "--synthetic",
         "--episodes",
         "100000",
         "--checkpoint-every",
         "2",
         "--validation-episodes",
         "0",
-        "--out",
+        "--output",
         str(run),
         *TINY,
     ]
@@ -269,7 +271,7 @@ def test_unwritable_outputs_end_in_one_line_naming_the_path(
         train = python_m("learners.train", *multiclass_args(folder / "run"))
         assert_one_line_naming(train, folder / "run")
         evaluation = python_m(
-            "learners.evaluate", *eval_args(multiclass_run, 1, "--out", str(folder / "eval"))
+            "learners.evaluate", *eval_args(multiclass_run, 1, "--output", str(folder / "eval"))
         )
         assert_one_line_naming(evaluation, folder / "eval")
         classes = tmp_path / "classes.txt"

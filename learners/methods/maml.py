@@ -10,16 +10,19 @@ BatchNorm always uses batch statistics (no running averages), as usual for MAML.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
+from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors
 from learners.inner_loop import Params, sgd_adapt
-from learners.learner import Learner, LearnerConfig
+from learners.learner import Learner
+from learners.learner_config import LearnerConfig
 from learners.prototypes import class_prototypes, prototype_linear_layer
+from learners.registry import register_learner
 
 HEAD_WEIGHT = "head.weight"
 HEAD_BIAS = "head.bias"
@@ -49,13 +52,46 @@ def default_inner_lr(variant: MamlVariant) -> float:
     return 0.01 if variant.head_init == "prototypes" else 0.1
 
 
+@dataclass
+class MamlConfig(MethodConfig):
+    """The inner loop (Meta-Dataset sec. 2): SGD steps on the support set."""
+
+    inner_steps: int = option(5, "inner-loop SGD steps on the support set", minimum=0)
+    inner_lr: float | None = option(
+        None, "inner-loop step size (default 0.1, or 0.01 for Proto-MAML)", above=0
+    )
+    eval_inner_steps: int | None = option(
+        None,
+        "inner-loop steps at evaluation (default --inner-steps)",
+        minimum=0,
+        at_evaluation=True,
+    )
+
+    def resolved(self, method: str) -> MamlConfig:
+        """The variant's default step size and evaluation steps filled in."""
+        inner_lr = self.inner_lr
+        if inner_lr is None:
+            inner_lr = default_inner_lr(MAML_VARIANTS[method])
+        eval_steps = self.inner_steps if self.eval_inner_steps is None else self.eval_inner_steps
+        return replace(self, inner_lr=inner_lr, eval_inner_steps=eval_steps)
+
+
+@register_learner("maml", options=MamlConfig)
+@register_learner("fomaml", options=MamlConfig, spellings=("fo_maml",))
+@register_learner("anil", options=MamlConfig)
+@register_learner("protomaml", options=MamlConfig, spellings=("proto_maml",))
+@register_learner("foprotomaml", options=MamlConfig, spellings=("fo_protomaml",))
 class MAML(Learner):
-    def __init__(self, config: LearnerConfig, variant: MamlVariant):
+    """The MAML family; which variant runs is the registered name (`config.method`)."""
+
+    options: MamlConfig
+
+    def __init__(self, config: LearnerConfig):
         super().__init__(config)
-        self.variant = variant
+        self.variant = MAML_VARIANTS[self.config.method]
         self.backbone = self.build_backbone(track_running_stats=False)
-        default_lr = default_inner_lr(variant)
-        self.inner_lr = config.inner_lr if config.inner_lr is not None else default_lr
+        default_lr = default_inner_lr(self.variant)
+        self.inner_lr = self.options.inner_lr if self.options.inner_lr is not None else default_lr
         self.finish_init()
 
     def _features(self, params: Params, images: torch.Tensor) -> torch.Tensor:
@@ -98,10 +134,10 @@ class MAML(Learner):
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
         if self.training:
-            params = self.adapt(ep, self.config.inner_steps, self.variant.first_order)
+            params = self.adapt(ep, self.options.inner_steps, self.variant.first_order)
             return self._logits(params, ep.query_images)
-        steps = self.config.eval_inner_steps
-        steps = self.config.inner_steps if steps is None else steps
+        steps = self.options.eval_inner_steps
+        steps = self.options.inner_steps if steps is None else steps
         with torch.enable_grad():  # adaptation needs gradients even at evaluation time
             params = self.adapt(ep, steps, first_order=True)
             return self._logits(params, ep.query_images).detach()

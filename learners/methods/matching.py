@@ -7,12 +7,24 @@ them is the negative log-likelihood of that mixture.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
+from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors
-from learners.learner import Learner, LearnerConfig, embed_episode
+from learners.learner import Learner, embed_episode
+from learners.learner_config import LearnerConfig
 from learners.prototypes import cosine_similarity_matrix
+from learners.registry import register_learner
+
+
+@dataclass
+class MatchingConfig(MethodConfig):
+    matching_scale: float = option(
+        1.0, "softmax temperature on the cosine attention (1 is the paper's form)", above=0
+    )
 
 
 def matching_log_probs(
@@ -25,7 +37,10 @@ def matching_log_probs(
     return torch.logsumexp(masked, dim=1)
 
 
+@register_learner("matching", options=MatchingConfig, spellings=("matchingnet",))
 class MatchingNet(Learner):
+    options: MatchingConfig
+
     def __init__(self, config: LearnerConfig):
         super().__init__(config)
         self.backbone = self.build_backbone()
@@ -34,5 +49,5 @@ class MatchingNet(Learner):
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
         support, query = embed_episode(self.backbone, ep)
         return matching_log_probs(
-            query, support, ep.support_labels, ep.ways, self.config.matching_scale
+            query, support, ep.support_labels, ep.ways, self.options.matching_scale
         )

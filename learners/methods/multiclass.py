@@ -10,19 +10,74 @@ fine-tuning.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors, images_to_tensor
 from learners.finetune import CosineHead, FinetuneOptions, finetune_query_logits
 from learners.finetune_augment import augment_images
-from learners.knn import knn_logits
-from learners.learner import Learner, LearnerConfig, embed_episode
+from learners.knn import KNN_METRICS, knn_logits
+from learners.learner import Learner, embed_episode
+from learners.learner_config import LearnerConfig
 from learners.prototypes import class_prototypes, prototype_logits
+from learners.registry import register_learner
 
 INFERENCES = ("protonet", "knn", "support_init", "finetune", "transductive")
+
+
+@dataclass
+class MulticlassConfig(MethodConfig):
+    """Pre-training (Dhillon et al. sec. 4, A.2, A.4) and the episode inference (sec. 3, A.3)."""
+
+    label_smoothing: float = option(
+        0.1, "label smoothing epsilon (Dhillon et al. A.2: 0.1; 0 turns it off)", minimum=0, below=1
+    )
+    mixup_alpha: float = option(
+        0.25, "mixup Beta(alpha, alpha) (Dhillon et al. A.2: 0.25; 0 turns it off)", minimum=0
+    )
+    pretrain_augment: bool = option(
+        True, "pre-train on batches with the augmentation of Dhillon et al. A.4"
+    )
+    inference: str = option(
+        "protonet",
+        "episode inference (the methods knn, support_init, finetune, transductive fix it)",
+        choices=INFERENCES,
+        at_evaluation=True,
+    )
+    knn_k: int = option(1, "neighbours of the k-NN inference", minimum=1, at_evaluation=True)
+    knn_metric: str = option(
+        "euclidean", "distance of the k-NN inference", choices=KNN_METRICS, at_evaluation=True
+    )
+    finetune_epochs: int = option(
+        25, "fine-tuning epochs (Dhillon et al. A.3: 25)", minimum=0, at_evaluation=True
+    )
+    finetune_lr: float = option(
+        5e-5, "fine-tuning learning rate (Dhillon et al. A.3)", above=0, at_evaluation=True
+    )
+    finetune_relu: bool = option(
+        True, "ReLU on the logits of the cosine head (eqs. 6-7)", at_evaluation=True
+    )
+    entropy_log_ways: bool = option(
+        False,
+        "divide the transductive entropy term by log(ways) (Dhillon et al. App. C)",
+        at_evaluation=True,
+    )
+    finetune_freeze_bn: bool = option(
+        False,
+        "fine-tune with BatchNorm's pre-training statistics (the authors' code: batch statistics)",
+        at_evaluation=True,
+    )
+    finetune_augment: bool = option(
+        True, "fine-tune with the augmentation of Dhillon et al. A.4", at_evaluation=True
+    )
+    train_class_ids: list[int] = option(
+        [], "the training classes (learners.train fills them from the split)", cli=False
+    )
 
 
 def smoothed_targets(indices: torch.Tensor, classes: int, epsilon: float) -> torch.Tensor:
@@ -36,20 +91,30 @@ def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Ten
     return -(targets * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
 
 
+@register_learner("multiclass", options=MulticlassConfig)
+@register_learner("knn", options=MulticlassConfig, fixed={"inference": "knn"})
+@register_learner("finetune", options=MulticlassConfig, fixed={"inference": "finetune"})
+@register_learner(
+    "transductive",
+    options=MulticlassConfig,
+    fixed={"inference": "transductive"},
+    spellings=("transductive_finetune",),
+)
+@register_learner("support_init", options=MulticlassConfig, fixed={"inference": "support_init"})
 class MulticlassLearner(Learner):
-    """Backbone + linear layer over `config.train_class_ids`, trained on (images, ids) batches."""
+    """Backbone + linear layer over `options.train_class_ids`, trained on (images, ids) batches."""
 
     stream = "batches"
+    options: MulticlassConfig
 
     def __init__(self, config: LearnerConfig):
         super().__init__(config)
-        if len(config.train_class_ids) < 2:
+        class_ids = self.options.train_class_ids
+        if len(class_ids) < 2:
             raise ValueError("multiclass pre-training needs the list of >= 2 training class ids")
-        if config.inference not in INFERENCES:
-            raise ValueError(f"unknown inference {config.inference!r}; expected {INFERENCES}")
         self.backbone = self.build_backbone()
-        self.classifier = nn.Linear(self.backbone.out_dim, len(config.train_class_ids))
-        ids = torch.tensor(sorted(config.train_class_ids), dtype=torch.long)
+        self.classifier = nn.Linear(self.backbone.out_dim, len(class_ids))
+        ids = torch.tensor(sorted(class_ids), dtype=torch.long)
         self.register_buffer("class_id_table", ids, persistent=False)
         self.finish_init()
 
@@ -72,15 +137,15 @@ class MulticlassLearner(Learner):
         inputs = images_to_tensor(
             images, self.device, self.normalization, self.config.image_size, self.memory_format
         )
-        if self.config.pretrain_augment:
+        if self.options.pretrain_augment:
             inputs = augment_images(inputs, self.normalization).contiguous(
                 memory_format=self.memory_format
             )
         targets = smoothed_targets(
-            self.class_indices(class_ids), len(self.class_id_table), self.config.label_smoothing
+            self.class_indices(class_ids), len(self.class_id_table), self.options.label_smoothing
         )
-        if self.config.mixup_alpha > 0:
-            alpha = torch.tensor(float(self.config.mixup_alpha))
+        if self.options.mixup_alpha > 0:
+            alpha = torch.tensor(float(self.options.mixup_alpha))
             mix = float(torch.distributions.Beta(alpha, alpha).sample())
             perm = torch.randperm(inputs.shape[0]).to(self.device)
             inputs = mix * inputs + (1 - mix) * inputs[perm]
@@ -96,25 +161,26 @@ class MulticlassLearner(Learner):
         raise NotImplementedError("multiclass pre-training trains from batches (fit_batch)")
 
     def finetune_options(self, transductive: bool) -> FinetuneOptions:
+        options = self.options
         return FinetuneOptions(
-            epochs=self.config.finetune_epochs,
-            lr=self.config.finetune_lr,
+            epochs=options.finetune_epochs,
+            lr=options.finetune_lr,
             transductive=transductive,
-            entropy_log_ways=self.config.entropy_log_ways,
-            relu=self.config.finetune_relu,
-            freeze_batch_norm=self.config.finetune_freeze_bn,
-            augment=self.config.finetune_augment,
+            entropy_log_ways=options.entropy_log_ways,
+            relu=options.finetune_relu,
+            freeze_batch_norm=options.finetune_freeze_bn,
+            augment=options.finetune_augment,
         )
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
-        inference = self.config.inference
+        inference = self.options.inference
         if inference in ("finetune", "transductive"):
             options = self.finetune_options(transductive=inference == "transductive")
             return finetune_query_logits(self.network(), ep, options, self.normalization)
         if inference == "support_init":
             network = self.network()
             head = CosineHead.from_support(
-                network(ep.support_images), ep.support_labels, ep.ways, self.config.finetune_relu
+                network(ep.support_images), ep.support_labels, ep.ways, self.options.finetune_relu
             )
             return head(network(ep.query_images))
         support, query = embed_episode(self.backbone, ep)
@@ -124,7 +190,7 @@ class MulticlassLearner(Learner):
                 support,
                 ep.support_labels,
                 ep.ways,
-                self.config.knn_k,
-                self.config.knn_metric,
+                self.options.knn_k,
+                self.options.knn_metric,
             )
         return prototype_logits(query, class_prototypes(support, ep.support_labels, ep.ways))

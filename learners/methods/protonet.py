@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from learners.config_fields import MethodConfig
 from learners.episode_batch import EpisodeTensors
-from learners.learner import Learner, LearnerConfig, embed_episode
+from learners.learner import Learner, embed_episode
+from learners.learner_config import LearnerConfig
 from learners.prototypes import class_prototypes, prototype_logits
+from learners.registry import register_learner
 
 
+@dataclass
+class ProtoNetConfig(MethodConfig):
+    """Prototypical Networks have no options of their own (backbone, optimiser, ... are shared)."""
+
+
+@register_learner("protonet", options=ProtoNetConfig)
 class ProtoNet(Learner):
     """Episodic training of the embedding with the prototype classifier."""
 

@@ -7,13 +7,25 @@ mean squared error against the one-hot ground truth.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors
-from learners.learner import Learner, LearnerConfig
+from learners.learner import Learner
+from learners.learner_config import LearnerConfig
 from learners.prototypes import class_prototypes
+from learners.registry import register_learner
+
+
+@dataclass
+class RelationConfig(MethodConfig):
+    relation_hidden: int = option(
+        8, "hidden units of the relation module's fully connected layer", minimum=1
+    )
 
 
 class RelationModule(nn.Module):
@@ -35,11 +47,14 @@ class RelationModule(nn.Module):
         return torch.sigmoid(self.head(self.convs(pairs).mean(dim=(2, 3)))).squeeze(-1)
 
 
+@register_learner("relation", options=RelationConfig, spellings=("relationnet",))
 class RelationNet(Learner):
+    options: RelationConfig
+
     def __init__(self, config: LearnerConfig):
         super().__init__(config)
         self.backbone = self.build_backbone()
-        self.relation = RelationModule(self.backbone.feature_channels, config.relation_hidden)
+        self.relation = RelationModule(self.backbone.feature_channels, self.options.relation_hidden)
         self.finish_init()
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from episodes.records.dataset_spec import DatasetSpec, load_spec
 from learners.episode_source import EpisodeOptions
-from learners.learner import LearnerConfig
+from learners.registry import learner_config
 from learners.run_dir import RunConfig, checkpoint_path
 from learners.train import train
 from splits.split_file import SplitFile
@@ -82,14 +82,15 @@ def pretrain_run_config(
     config: PretrainConfig,
 ) -> RunConfig:
     """The learners run of the pre-training (no validation: there are no held-out classes)."""
-    learner = LearnerConfig(
-        method="multiclass",
+    learner = learner_config(
+        "multiclass",
         backbone=config.backbone,
         image_size=config.image_size,
         width=config.width,
         lr=config.lr,
         label_smoothing=0.0,  # ATG's extractor: plain cross-entropy, not Dhillon et al.'s recipe
         mixup_alpha=0.0,
+        pretrain_augment=False,  # plain batches too (learners.train augments by default)
     )
     return RunConfig(
         learner=learner,
