@@ -109,9 +109,9 @@ def episode_labels(description: EpisodeDescription) -> tuple[np.ndarray, ...]:
 
 
 def read_split_file(path: str | os.PathLike) -> tuple[list[str], list[str], list[str]]:
-    """Train / valid / test class-name lists of a split file (`splits.split_file`'s parser)."""
-    from splits.split_file import SplitFileError
-    from splits.split_file import read_split_file as parse_split_file
+    """Train / valid / test class-name lists of a split file (`episodes.records.split_file`'s parser)."""
+    from episodes.records.split_file import SplitFileError
+    from episodes.records.split_file import read_split_file as parse_split_file
 
     try:
         split = parse_split_file(path).named()

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from episodes.records.split_file import SPLITS, SplitFile
 from splits.atg import normalise_rows
 from splits.divergences import (
     DEFAULT_DAMPING,
@@ -31,7 +32,6 @@ from splits.divergences import (
     weighted_gaussian,
 )
 from splits.embeddings.embeddings_file import EmbeddingsFile
-from splits.split_file import SPLITS, SplitFile
 
 SPLIT_COLOURS = {"train": "tab:blue", "valid": "tab:green", "test": "tab:red"}
 

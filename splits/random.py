@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from episodes.records.split_file import SplitFile
 from splits.class_names import ACCEPTED, read_class_list
-from splits.split_file import SplitFile
 from splits.split_sizes import DEFAULT_FRACTIONS, add_fractions_argument, split_by_fractions
 
 

@@ -30,8 +30,8 @@ from episodes.records.dataset_spec import (
     SpecError,
     load_spec,
 )
-from splits.index_conventions import CIFAR100_SUPERCLASS_OF
-from splits.split_file import SPLITS, SplitFile
+from episodes.records.index_conventions import CIFAR100_SUPERCLASS_OF
+from episodes.records.split_file import SPLITS, SplitFile
 
 FC100_SUPERCLASSES = {
     # Oreshkin et al. 2018 (TADAM), CIFAR-100 coarse label indices 1-6, 9, 10, 15, 17-19 /

@@ -4,11 +4,11 @@ import json
 
 import pytest
 
+from episodes.records.split_file import SplitFile
 from splits import random as random_split_cli
 from splits import semantic
 from splits.random import random_split
 from splits.semantic import HierarchyError, dag_split, leaves_of, superclass_split
-from splits.split_file import SplitFile
 
 NAMES = [f"class{i:03d}" for i in range(100)]
 
