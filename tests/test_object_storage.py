@@ -26,7 +26,7 @@ from beam_pipelines.sources.dtd import DTDSource
 from beam_pipelines.sources.omniglot import OmniglotSource
 from beam_pipelines.sources.traffic_sign import TrafficSignSource
 from episodes import fetch as fetch_cli
-from episodes.read import EpisodeReader
+from episodes.reader import EpisodeReader
 from episodes.records.dataset_spec import SpecError
 from episodes.sampler_config import SamplerConfig
 from tests.conftest import make_local_runner
