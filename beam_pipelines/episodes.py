@@ -48,6 +48,7 @@ from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import CorruptRecordError
 from episodes.records.tfrecord_io import frame_record
 from episodes.util.atomic_files import atomic_path, replace_folder
+from episodes.util.cli_style import command_parser
 from episodes.util.progress_lines import ProgressLines
 
 DEFAULT_EPISODES_PER_SHARD = 100
@@ -254,9 +255,9 @@ def write_episode_shards(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m beam_pipelines.episodes",
-        description="Write a stream of episodes as TFRecord shards (one tf.train.Example each).",
+    parser = command_parser(
+        "beam_pipelines.episodes",
+        "Write a stream of episodes as TFRecord shards (one tf.train.Example each).",
     )
     add_episode_source_arguments(parser)
     parser.add_argument("--episodes", type=int, required=True, help="number of episodes")

@@ -9,6 +9,8 @@ import argparse
 import dataclasses
 from typing import Any
 
+from episodes.util.cli_style import add_dataset_argument
+
 
 def _annotation_parser(annotation: str):
     text = str(annotation).replace(" ", "")
@@ -47,12 +49,10 @@ def add_sampler_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_episode_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """--dataset (repeatable), --split and the FIX-ML mixing options: where episodes come from."""
-    parser.add_argument(
-        "--dataset",
-        action="append",
-        required=True,
-        help="converted dataset folder (repeat for multi-source episodes)",
+    """--dataset DIR (repeatable), --split and the FIX-ML mixing options: where episodes come
+    from."""
+    add_dataset_argument(
+        parser, help="converted dataset folder (repeat --dataset for multi-source episodes)"
     )
     parser.add_argument("--split", required=True, help="train, valid or test")
     add_mixing_arguments(parser)

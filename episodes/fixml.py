@@ -11,6 +11,7 @@ classes otherwise.
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ from episodes.sampler_formulas import (
     stable_hash,
     uniform_int,
 )
+from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
 
 
 def _class_rng(seed: int, class_id: int, *labels: str) -> np.random.Generator:
@@ -264,15 +266,10 @@ class MixedSampler(EpisodeStream):
 # Command line
 
 
-def main(argv: list[str] | None = None) -> None:
-    """python -m episodes.fixml {pool,holdout} SPEC ...: write a pool or holdout JSON file."""
-    import argparse
-
-    from episodes.records.dataset_spec import SpecError, load_spec
-
-    parser = argparse.ArgumentParser(
-        prog="python -m episodes.fixml",
-        description="Draw FIX-ML fixed support pools or held-out base examples (JSON files).",
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "episodes.fixml",
+        "Draw FIX-ML fixed support pools or held-out base examples (JSON files).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     pool_cmd = commands.add_parser("pool", help="k fixed support records per class of a split")
@@ -283,15 +280,31 @@ def main(argv: list[str] | None = None) -> None:
         "--fraction", type=float, required=True, help="fraction of each class held out, in (0, 1)"
     )
     for cmd in (pool_cmd, hold_cmd):
-        cmd.add_argument("spec", type=Path, help="dataset folder or dataset spec JSON file")
+        add_dataset_argument(
+            cmd, several=False, help="converted dataset folder (or its dataset_spec.json)"
+        )
+        cmd.add_old_positional("spec", "--dataset")
         cmd.add_argument("--split", default="train", help="split (default train)")
         cmd.add_argument("--seed", type=int, default=0)
-        cmd.add_argument("--out", type=Path, required=True, help="JSON file to write")
+        cmd.add_argument(
+            "--output", type=Path, required=True, help="JSON file to write", renamed_from=("--out",)
+        )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m episodes.fixml {pool,holdout} --dataset DIR ...: write a pool or holdout file."""
+    from episodes.records.dataset_spec import SpecError, load_spec
+
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if not args.out.parent.is_dir():
-            raise SamplerError(f"--out {args.out}: folder {args.out.parent} does not exist")
-        spec = load_spec(args.spec)
+        dataset = single_dataset(args.dataset)
+        if not args.output.parent.is_dir():
+            raise SamplerError(
+                f"--output {args.output}: folder {args.output.parent} does not exist"
+            )
+        spec = load_spec(dataset)
         if args.command == "pool":
             holdout = BaseHoldout.load(args.holdout) if args.holdout else None
             result: FixedSupportPool | BaseHoldout = make_fixed_support_pool(
@@ -299,13 +312,13 @@ def main(argv: list[str] | None = None) -> None:
             )
         else:
             result = make_base_holdout(spec, args.split, args.fraction, args.seed)
-    except (SamplerError, SpecError) as exc:
+    except (ValueError, SamplerError, SpecError) as exc:
         parser.exit(2, f"error: {exc}\n")
-    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp = args.output.with_name(args.output.name + ".tmp")
     result.save(tmp)
-    tmp.replace(args.out)
+    tmp.replace(args.output)
     total = sum(len(r) for r in result.records.values())
-    print(f"wrote {args.out}: {len(result.records)} classes, {total} records")
+    print(f"wrote {args.output}: {len(result.records)} classes, {total} records")
 
 
 if __name__ == "__main__":

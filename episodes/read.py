@@ -34,6 +34,7 @@ from episodes.records.record_index import RecordIndexError
 from episodes.records.record_reader import CorruptRecordError
 from episodes.sampler_factory import load_dataset, make_sampler, read_split_file
 from episodes.util.cli_errors import run_main
+from episodes.util.cli_style import command_parser
 from episodes.util.progress_lines import ProgressLines
 
 __all__ = [  # the old home of these names (before the split into episode, reader, ...)
@@ -106,9 +107,9 @@ def _fmt(value: Any) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m episodes.read",
-        description="Sample and read episodes of converted datasets; print a summary of each.",
+    parser = command_parser(
+        "episodes.read",
+        "Sample and read episodes of converted datasets; print a summary of each.",
     )
     add_episode_source_arguments(parser)
     parser.add_argument(

@@ -25,7 +25,7 @@ def require_local_dataset(path: str | os.PathLike) -> None:
     if is_remote(text):
         raise SpecError(
             f"{text}: the reader needs a local folder; copy it first with "
-            f"`python -m episodes.fetch {text} LOCAL_FOLDER` and pass LOCAL_FOLDER"
+            f"`python -m episodes.fetch --dataset {text} --output LOCAL_FOLDER` and pass LOCAL_FOLDER"
         )
     folder = Path(text)
     if folder.is_dir() and not (folder / SPEC_FILENAME).exists():
