@@ -29,6 +29,11 @@ import apache_beam as beam
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from episodes.episode_cli import (
+    add_episode_source_arguments,
+    add_sampler_arguments,
+    sampler_config_from_args,
+)
 from episodes.episode_shards import (
     MANIFEST,
     SHARDS_FORMAT,
@@ -36,18 +41,14 @@ from episodes.episode_shards import (
     shard_file_name,
     shard_indices,
 )
-from episodes.read import (
-    EpisodeReader,
-    ReaderError,
-    add_episode_source_arguments,
-    add_sampler_arguments,
-    sampler_config_from_args,
-)
+from episodes.reader import EpisodeReader
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import SpecError
+from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import CorruptRecordError
 from episodes.records.tfrecord_io import frame_record
 from episodes.util.atomic_files import atomic_path, replace_folder
+from episodes.util.cli_style import command_parser
 from episodes.util.progress_lines import ProgressLines
 
 DEFAULT_EPISODES_PER_SHARD = 100
@@ -254,9 +255,9 @@ def write_episode_shards(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m beam_pipelines.episodes",
-        description="Write a stream of episodes as TFRecord shards (one tf.train.Example each).",
+    parser = command_parser(
+        "beam_pipelines.episodes",
+        "Write a stream of episodes as TFRecord shards (one tf.train.Example each).",
     )
     add_episode_source_arguments(parser)
     parser.add_argument("--episodes", type=int, required=True, help="number of episodes")

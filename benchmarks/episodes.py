@@ -53,7 +53,7 @@ from benchmarks.reference_comparison import (  # noqa: E402
 from benchmarks.reference_comparison import report_lines as reference_report_lines  # noqa: E402
 from episodes.images.decoded_cache import write_decoded_cache  # noqa: E402
 from episodes.images.image_decode import decode_image  # noqa: E402
-from episodes.read import EpisodeReader  # noqa: E402
+from episodes.reader import EpisodeReader  # noqa: E402
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec  # noqa: E402
 from episodes.records.example_proto import encode_image_example  # noqa: E402
 from episodes.records.record_index import RecordIndex, index_path_for, write_index  # noqa: E402

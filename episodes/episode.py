@@ -1,12 +1,17 @@
-"""Episode descriptions: which classes, and which records of each class, form an episode.
+"""The two episode types: a description (which classes, and which records of each class) and
+an `Episode` (its images and labels as numpy arrays).
 
 A description is small and pure data, so it can be computed anywhere (Beam worker, DataLoader
-worker) and turned into pixels later by the reader.
+worker) and turned into pixels later by the reader (`episodes.reader`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from episodes.records.dataset_spec import Split
 
@@ -62,3 +67,51 @@ class EpisodeDescription:
             support=tuple(tuple(int(i) for i in s) for s in raw["support"]),
             query=tuple(tuple(int(i) for i in q) for q in raw["query"]),
         )
+
+
+ARRAY_FIELDS = (
+    "support_images",
+    "support_labels",
+    "support_class_ids",
+    "query_images",
+    "query_labels",
+    "query_class_ids",
+)  # an Episode's numpy arrays, as adapters and learners take them
+
+
+@dataclass(frozen=True, eq=False)
+class Episode:
+    """One episode as numpy arrays; images (n, H, W, 3), labels 0..ways-1, absolute class ids."""
+
+    support_images: np.ndarray
+    support_labels: np.ndarray
+    support_class_ids: np.ndarray
+    query_images: np.ndarray
+    query_labels: np.ndarray
+    query_class_ids: np.ndarray
+    source: str
+    split: str
+    episode_index: int
+    class_names: tuple[str, ...]
+
+    @property
+    def ways(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def shots(self) -> np.ndarray:
+        return np.bincount(self.support_labels, minlength=self.ways)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def episode_labels(description: EpisodeDescription) -> tuple[np.ndarray, ...]:
+    """(support_labels, support_class_ids, query_labels, query_class_ids) as int64 arrays."""
+    ids = np.array(description.class_ids, dtype=np.int64)
+    positions = np.arange(len(ids), dtype=np.int64)
+    out = []
+    for groups in (description.support, description.query):
+        labels = positions.repeat([len(g) for g in groups])
+        out.extend((labels, ids[labels]))
+    return tuple(out)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from episodes.episode import EpisodeDescription
+from episodes.episode import Episode, EpisodeDescription, episode_labels
 from episodes.images.image_decode import (
     ImageDecodeError,
     decode_image_into,
@@ -35,7 +35,6 @@ from episodes.images.image_decode import (
     submit_chunks,
     wait_all,
 )
-from episodes.read import Episode, episode_labels
 from episodes.records.example_proto import ExampleDecodeError, decode_example, encode_example
 from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
 
@@ -204,7 +203,7 @@ class EpisodeShardReader:
 
     order="episode" visits the shards round-robin, which yields episodes in increasing index
     (episode i is record i // S of shard i % S); order="file" reads one file after the other.
-    Iterating yields `episodes.read.Episode` with images decoded and resized like the reader."""
+    Iterating yields `episodes.episode.Episode` with images decoded and resized like the reader."""
 
     def __init__(
         self,

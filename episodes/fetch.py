@@ -1,5 +1,6 @@
-"""`python -m episodes.fetch s3://bucket/converted/omniglot LOCAL`: copy a converted dataset (or
-an episode-shards folder) from object storage to a local folder for `EpisodeReader`.
+"""`python -m episodes.fetch --dataset s3://bucket/converted/omniglot --output LOCAL`: copy a
+converted dataset (or an episode-shards folder) from object storage to a local folder for
+`EpisodeReader`.
 
 Any Beam `FileSystems` scheme works (gs://, s3://, ...); Beam's file-system flags
 (`--s3_endpoint_url`, `--s3_region_name`, `--project` ...) configure the store. A folder without
@@ -12,41 +13,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from episodes.records.dataset_spec import SPEC_FILENAME, SpecError
+from episodes.records.local_dataset import (  # noqa: F401  (re-exported: their old home)
+    is_remote,
+    require_local_dataset,
+)
 from episodes.util.atomic_files import replace_folder, staging_folder
 from episodes.util.cli_errors import UserError, run_main
+from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
 
 MARKERS = (SPEC_FILENAME, "episodes.json")  # converted dataset, episode shards
-_URL = re.compile(r"[a-zA-Z][-a-zA-Z0-9+.]*://")  # Beam's FileSystems scheme pattern
-
-
-def is_remote(path: str | os.PathLike) -> bool:
-    """True for a URL with a scheme (s3://, gs://, ...), as Beam's FileSystems reads them."""
-    return not isinstance(path, Path) and _URL.match(str(path).strip()) is not None
-
-
-def require_local_dataset(path: str | os.PathLike) -> None:
-    """One clear line for what the reader cannot open: a URL (fetch it first) or a local folder
-    holding files but no dataset_spec.json (a conversion that did not finish)."""
-    text = str(path)
-    if is_remote(text):
-        raise SpecError(
-            f"{text}: the reader needs a local folder; copy it first with "
-            f"`python -m episodes.fetch {text} LOCAL_FOLDER` and pass LOCAL_FOLDER"
-        )
-    folder = Path(text)
-    if folder.is_dir() and not (folder / SPEC_FILENAME).exists():
-        files = [p.name for p in folder.iterdir() if not p.name.startswith(".")]
-        if any(name.endswith((".tfrecords", ".index")) for name in files):
-            raise SpecError(
-                f"{folder}: incomplete dataset: {len(files)} files but no {SPEC_FILENAME} (the "
-                "conversion did not finish; convert again with --overwrite)"
-            )
 
 
 def fetch(url: str, local: str | os.PathLike, overwrite: bool = False) -> tuple[Path, int, int]:
@@ -87,26 +67,34 @@ def fetch(url: str, local: str | os.PathLike, overwrite: bool = False) -> tuple[
     return local, len(listing), total
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m episodes.fetch", description=__doc__.split("\n")[0].strip("`")
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "episodes.fetch",
+        "Copy a converted dataset (or episode shards) from object storage to a local folder.",
     )
-    parser.add_argument("url", help="remote dataset folder (s3://..., gs://...)")
-    parser.add_argument("local", help="local folder to create")
+    add_dataset_argument(parser, several=False, help="remote dataset folder (s3://..., gs://...)")
+    parser.add_argument("--output", metavar="DIR", required=True, help="local folder to create")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing folder")
-    args, beam_args = parser.parse_known_args(argv)
+    parser.add_old_positional("url", "--dataset")
+    parser.add_old_positional("local", "--output")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, beam_args = build_parser().parse_known_args(argv)
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from episodes.records import storage_paths
 
+    url = single_dataset(args.dataset)
     unknown = storage_paths.unknown_local_flags(beam_args)
     if unknown:
         raise UserError(f"unknown option(s) {' '.join(unknown)} (file-system flags only)")
-    if not storage_paths.is_remote(args.url):
-        raise UserError(f"{args.url}: not a URL (s3://, gs://, ...); a local folder needs no fetch")
+    if not storage_paths.is_remote(url):
+        raise UserError(f"{url}: not a URL (s3://, gs://, ...); a local folder needs no fetch")
     storage_paths.use_options(PipelineOptions(beam_args))
-    folder, files, size = fetch(args.url, args.local, args.overwrite)
-    print(f"fetched {files} files ({size / 2**20:,.1f} MiB) from {args.url} into {folder}")
+    folder, files, size = fetch(url, args.output, args.overwrite)
+    print(f"fetched {files} files ({size / 2**20:,.1f} MiB) from {url} into {folder}")
     return 0
 
 

@@ -11,17 +11,21 @@ classes otherwise.
 
 from __future__ import annotations
 
-import json
+import argparse
 import math
-import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from episodes.episode import EpisodeDescription
+from episodes.fixml_records import (  # noqa: F401  (re-exported: their old home)
+    HOLDOUT_FORMAT,
+    POOL_FORMAT,
+    BaseHoldout,
+    FixedSupportPool,
+)
 from episodes.records.dataset_spec import DatasetSpec, Split
 from episodes.sampler import (
     EpisodeStream,
@@ -39,77 +43,15 @@ from episodes.sampler_formulas import (
     stable_hash,
     uniform_int,
 )
-
-POOL_FORMAT = "fewshot-tasksets.fixed_support_pool/1"
-HOLDOUT_FORMAT = "fewshot-tasksets.base_holdout/1"
+from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
 
 
 def _class_rng(seed: int, class_id: int, *labels: str) -> np.random.Generator:
     return episode_rng(seed, class_id, tuple(stable_hash(label) for label in labels))
 
 
-def _read_json(path: str | os.PathLike, expected_format: str) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise SamplerError(f"{path}: no such file")
-    try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise SamplerError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(raw, dict) or raw.get("format") != expected_format:
-        raise SamplerError(f"{path}: not a {expected_format} file")
-    return raw
-
-
-def _records_from_json(raw: Mapping[str, Any]) -> dict[int, tuple[int, ...]]:
-    return {int(c): tuple(int(r) for r in recs) for c, recs in raw.items()}
-
-
 # ----------------------------------------------------------------------------------------------
-# Held-out base examples
-
-
-@dataclass(frozen=True)
-class BaseHoldout:
-    """Record numbers of each base class reserved for evaluating tau(C_B) (never trained on)."""
-
-    dataset: str
-    split: str
-    fraction: float
-    seed: int
-    records: dict[int, tuple[int, ...]] = field(default_factory=dict)
-
-    def training_records(self, spec: DatasetSpec) -> dict[int, tuple[int, ...]]:
-        """Per class, the records training episodes may use (all but the held-out ones)."""
-        out = {}
-        for c, held in self.records.items():
-            held_set = set(held)
-            out[c] = tuple(r for r in range(spec.images_per_class[c]) if r not in held_set)
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": HOLDOUT_FORMAT,
-            "dataset": self.dataset,
-            "split": self.split,
-            "fraction": self.fraction,
-            "seed": self.seed,
-            "classes": {str(c): list(r) for c, r in sorted(self.records.items())},
-        }
-
-    def save(self, path: str | os.PathLike) -> None:
-        Path(path).write_text(json.dumps(self.to_json()) + "\n")
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> BaseHoldout:
-        raw = _read_json(path, HOLDOUT_FORMAT)
-        return cls(
-            dataset=raw["dataset"],
-            split=Split.parse(raw["split"]).value,
-            fraction=float(raw["fraction"]),
-            seed=int(raw["seed"]),
-            records=_records_from_json(raw["classes"]),
-        )
+# Held-out base examples (the BaseHoldout type and file: episodes.fixml_records)
 
 
 def make_base_holdout(
@@ -143,47 +85,7 @@ def make_base_holdout(
 
 
 # ----------------------------------------------------------------------------------------------
-# Fixed support pools
-
-
-@dataclass(frozen=True)
-class FixedSupportPool:
-    """FIX-ML's D_c^0: for each base class, the k records used as its support in every
-    training episode."""
-
-    dataset: str
-    split: str
-    k: int
-    seed: int
-    records: dict[int, tuple[int, ...]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": POOL_FORMAT,
-            "dataset": self.dataset,
-            "split": self.split,
-            "k": self.k,
-            "seed": self.seed,
-            "classes": {str(c): list(r) for c, r in sorted(self.records.items())},
-        }
-
-    def save(self, path: str | os.PathLike) -> None:
-        Path(path).write_text(json.dumps(self.to_json()) + "\n")
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> FixedSupportPool:
-        raw = _read_json(path, POOL_FORMAT)
-        pool = cls(
-            dataset=raw["dataset"],
-            split=Split.parse(raw["split"]).value,
-            k=int(raw["k"]),
-            seed=int(raw["seed"]),
-            records=_records_from_json(raw["classes"]),
-        )
-        wrong = [c for c, r in pool.records.items() if len(r) != pool.k]
-        if wrong:
-            raise SamplerError(f"{path}: class {wrong[0]} does not list k={pool.k} records")
-        return pool
+# Fixed support pools (the FixedSupportPool type and file: episodes.fixml_records)
 
 
 def make_fixed_support_pool(
@@ -364,15 +266,10 @@ class MixedSampler(EpisodeStream):
 # Command line
 
 
-def main(argv: list[str] | None = None) -> None:
-    """python -m episodes.fixml {pool,holdout} SPEC ...: write a pool or holdout JSON file."""
-    import argparse
-
-    from episodes.records.dataset_spec import SpecError, load_spec
-
-    parser = argparse.ArgumentParser(
-        prog="python -m episodes.fixml",
-        description="Draw FIX-ML fixed support pools or held-out base examples (JSON files).",
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        "episodes.fixml",
+        "Draw FIX-ML fixed support pools or held-out base examples (JSON files).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     pool_cmd = commands.add_parser("pool", help="k fixed support records per class of a split")
@@ -383,15 +280,31 @@ def main(argv: list[str] | None = None) -> None:
         "--fraction", type=float, required=True, help="fraction of each class held out, in (0, 1)"
     )
     for cmd in (pool_cmd, hold_cmd):
-        cmd.add_argument("spec", type=Path, help="dataset folder or dataset spec JSON file")
+        add_dataset_argument(
+            cmd, several=False, help="converted dataset folder (or its dataset_spec.json)"
+        )
+        cmd.add_old_positional("spec", "--dataset")
         cmd.add_argument("--split", default="train", help="split (default train)")
         cmd.add_argument("--seed", type=int, default=0)
-        cmd.add_argument("--out", type=Path, required=True, help="JSON file to write")
+        cmd.add_argument(
+            "--output", type=Path, required=True, help="JSON file to write", renamed_from=("--out",)
+        )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m episodes.fixml {pool,holdout} --dataset DIR ...: write a pool or holdout file."""
+    from episodes.records.dataset_spec import SpecError, load_spec
+
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if not args.out.parent.is_dir():
-            raise SamplerError(f"--out {args.out}: folder {args.out.parent} does not exist")
-        spec = load_spec(args.spec)
+        dataset = single_dataset(args.dataset)
+        if not args.output.parent.is_dir():
+            raise SamplerError(
+                f"--output {args.output}: folder {args.output.parent} does not exist"
+            )
+        spec = load_spec(dataset)
         if args.command == "pool":
             holdout = BaseHoldout.load(args.holdout) if args.holdout else None
             result: FixedSupportPool | BaseHoldout = make_fixed_support_pool(
@@ -399,13 +312,13 @@ def main(argv: list[str] | None = None) -> None:
             )
         else:
             result = make_base_holdout(spec, args.split, args.fraction, args.seed)
-    except (SamplerError, SpecError) as exc:
+    except (ValueError, SamplerError, SpecError) as exc:
         parser.exit(2, f"error: {exc}\n")
-    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp = args.output.with_name(args.output.name + ".tmp")
     result.save(tmp)
-    tmp.replace(args.out)
+    tmp.replace(args.output)
     total = sum(len(r) for r in result.records.values())
-    print(f"wrote {args.out}: {len(result.records)} classes, {total} records")
+    print(f"wrote {args.output}: {len(result.records)} classes, {total} records")
 
 
 if __name__ == "__main__":

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from episodes.episode import EpisodeDescription
+from episodes.fixml_records import FixedSupportPool
 from episodes.hierarchy.imagenet_nodes import eligible_nodes
 from episodes.records.dataset_spec import BiLevelHierarchy, DagHierarchy, DatasetSpec, Split
 from episodes.sampler_config import SamplerConfig, SamplerError
@@ -33,9 +34,6 @@ from episodes.sampler_formulas import (
     support_set_size,
     uniform_int,
 )
-
-if TYPE_CHECKING:
-    from episodes.fixml import FixedSupportPool
 
 __all__ = [
     "EpisodeSampler",

@@ -146,10 +146,10 @@ def evaluation_option_names() -> list[str]:
 
 
 def split_divergence(split_file: str | None) -> float | None:
-    """ATG's R recorded in a split file (read by `splits.split_file`'s parser), when there is one."""
+    """ATG's R recorded in a split file (read by `episodes.records.split_file`'s parser), when there is one."""
     if not split_file or not Path(split_file).is_file():
         return None
-    from splits.split_file import read_split_file
+    from episodes.records.split_file import read_split_file
 
     r = read_split_file(split_file).parameters.get("R")
     return float(r) if isinstance(r, int | float) and not isinstance(r, bool) else None

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from episodes.records.split_file import SPLITS, SplitFile
 from episodes.util.cli_style import command_parser
 from splits.atg import normalise_rows
 from splits.divergences import (
@@ -32,7 +33,6 @@ from splits.divergences import (
     weighted_gaussian,
 )
 from splits.embeddings.embeddings_file import EmbeddingsFile
-from splits.split_file import SPLITS, SplitFile
 
 SPLIT_COLOURS = {"train": "tab:blue", "valid": "tab:green", "test": "tab:red"}
 

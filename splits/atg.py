@@ -51,10 +51,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from episodes.records.split_file import SplitFile
 from episodes.util.progress_lines import ProgressLines
 from splits.divergences import DEFAULT_DAMPING, DIVERGENCES, atg_divergence, class_log_probs
 from splits.embeddings.embeddings_file import EmbeddingsFile
-from splits.split_file import SplitFile
 from splits.split_sizes import DEFAULT_FRACTIONS, split_counts, validate_fractions
 
 REDUCTIONS = ("mean", "sum")

@@ -13,9 +13,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from episodes.records.index_conventions import convention_class_names
+from episodes.records.split_file import SplitFile, SplitFileError
 from episodes.util.cli_style import command_parser
-from splits.index_conventions import convention_class_names
-from splits.split_file import SplitFile, SplitFileError
 
 PUBLISHED_DIR = Path(__file__).resolve().parent / "published"
 

@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from episodes.records.split_file import SPLITS, SplitFile
 from episodes.util.cli_style import command_parser
 from splits.semantic import ILSVRC_ROOTS, OMNIGLOT_COUNTS, dag_split, superclass_split
-from splits.split_file import SPLITS, SplitFile
 
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "published" / "meta_dataset"
 SOURCE = (

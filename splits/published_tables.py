@@ -3,7 +3,7 @@
 `python -m splits.published_tables --paper PATH [--output splits/published/atg]` writes
 `<dataset>_D<R>.json` for CIFAR-100, mini-ImageNet, EMNIST, LFW10 and tiered-ImageNet at
 D = 0.04, 0.32, 0.64, 0.96, keeping the class indices exactly as printed (with the index
-convention; see `splits.index_conventions`).  Each table row is checked: indices in range, no
+convention; see `episodes.records.index_conventions`).  Each table row is checked: indices in range, no
 duplicates, the three lists disjoint and covering every class.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from episodes.records.split_file import SplitFile
 from episodes.util.cli_style import command_parser
-from splits.split_file import SplitFile
 
 PAPER = "Arnold & Sha, 'Embedding Adaptation is Still Needed for Few-Shot Learning', appendix A.6"
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "published" / "atg"

@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from splits.split_file import SplitFile
+from episodes.records.split_file import SplitFile
 from splits.split_sizes import DEFAULT_FRACTIONS, split_by_fractions
 
 

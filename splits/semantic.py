@@ -28,7 +28,7 @@ from episodes.records.dataset_spec import (
     DagHierarchy,
     DatasetSpec,
 )
-from splits.split_file import SPLITS, SplitFile
+from episodes.records.split_file import SPLITS, SplitFile
 
 FC100_SUPERCLASSES = {
     # Oreshkin et al. 2018 (TADAM), CIFAR-100 coarse label indices 1-6, 9, 10, 15, 17-19 /

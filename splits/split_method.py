@@ -17,8 +17,8 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
+from episodes.records.split_file import SplitFile
 from splits.class_names import ClassList, read_class_list
-from splits.split_file import SplitFile
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def test_outputs_equal_single_source_runs(raw_root, converted, tmp_path):
 
 
 def test_multi_source_reader_takes_the_folders(converted):
-    from episodes.read import EpisodeReader
+    from episodes.reader import EpisodeReader
     from episodes.sampler_config import SamplerConfig
 
     _, out, _ = converted

@@ -242,7 +242,7 @@ def test_a_forked_child_leaves_the_parents_workers_and_memory_alone(toy):
 UNGUARDED_SCRIPT = """
 import sys
 import numpy as np
-from episodes.read import EpisodeReader
+from episodes.reader import EpisodeReader
 from episodes.sampler import SamplerConfig
 
 # Top level, no `if __name__ == "__main__":` guard, as in a notebook turned into a script.

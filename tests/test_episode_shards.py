@@ -19,7 +19,7 @@ from episodes.episode_shards import (
     shard_file_name,
     shard_files,
 )
-from episodes.read import EpisodeReader
+from episodes.reader import EpisodeReader
 from episodes.records.dataset_spec import Split
 from episodes.sampler import SamplerConfig
 from tests.conftest import make_local_runner

@@ -26,7 +26,7 @@ from beam_pipelines.sources.dtd import DTDSource
 from beam_pipelines.sources.omniglot import OmniglotSource
 from beam_pipelines.sources.traffic_sign import TrafficSignSource
 from episodes import fetch as fetch_cli
-from episodes.read import EpisodeReader
+from episodes.reader import EpisodeReader
 from episodes.records.dataset_spec import SpecError
 from episodes.sampler_config import SamplerConfig
 from tests.conftest import make_local_runner
@@ -288,7 +288,7 @@ def test_unfinished_remote_output_is_named_everywhere(s3, omniglot, tmp_path, ca
     assert verify_cli.main(["s3://out/unfinished"] + s3.flags) == 1
     out = capsys.readouterr().out
     assert "incomplete" in out and "dataset_spec.json" in out
-    argv = ["s3://out/unfinished", str(tmp_path / "copy")] + s3.flags
+    argv = ["--dataset", "s3://out/unfinished", "--output", str(tmp_path / "copy")] + s3.flags
     assert fetch_cli.run_main(fetch_cli.main, argv) == 2
     err = capsys.readouterr().err.strip()
     assert "incomplete" in err and "s3://out/unfinished" in err and "\n" not in err
@@ -309,10 +309,11 @@ def test_unfinished_remote_output_is_named_everywhere(s3, omniglot, tmp_path, ca
 def test_fetch_brings_back_what_the_reader_reads(s3, omniglot, tmp_path, capsys):
     _, local = omniglot
     s3.upload(local, "s3://out/fetchme")
-    with pytest.raises(SpecError, match="episodes.fetch"):
+    with pytest.raises(SpecError, match="episodes.fetch --dataset s3://out/fetchme --output"):
         EpisodeReader(["s3://out/fetchme"], "test", SamplerConfig.fixed(2, 1, 1), seed=0)
     copy = tmp_path / "copy"
-    assert fetch_cli.main(["s3://out/fetchme", str(copy)] + s3.flags) == 0
+    argv = ["--dataset", "s3://out/fetchme", "--output", str(copy)]
+    assert fetch_cli.main(argv + s3.flags) == 0
     assert _files(copy) == _files(local)
     assert [p.name for p in tmp_path.iterdir()] == ["copy"]  # no staging folder left
     config = SamplerConfig.fixed(3, 1, 1)
@@ -320,9 +321,14 @@ def test_fetch_brings_back_what_the_reader_reads(s3, omniglot, tmp_path, capsys)
         [str(local)], "test", config, seed=3
     ) as b:
         assert (a.episode(0).support_images == b.episode(0).support_images).all()
-    # An existing folder is not replaced without --overwrite.
+    # An existing folder is not replaced without --overwrite (the old positional form, which
+    # still works, with a note for each positional).
+    capsys.readouterr()
     with pytest.raises(fetch_cli.UserError, match="--overwrite"):
         fetch_cli.main(["s3://out/fetchme", str(copy)] + s3.flags)
+    notes = capsys.readouterr().err
+    assert "note: the positional URL is now --dataset URL" in notes
+    assert "note: the positional LOCAL is now --output LOCAL" in notes
     # verify reads a finished remote dataset through a temporary copy.
     assert verify_cli.main(["s3://out/fetchme", "--no-decode"] + s3.flags) == 0
     assert "OK" in capsys.readouterr().out

@@ -283,7 +283,7 @@ def test_read_only_reference_dataset_keeps_its_index_in_the_cache_folder(tmp_pat
 def test_decoded_cache_gives_the_same_arrays_and_detects_other_records(
     tmp_path, monkeypatch, pool_bytes
 ):
-    monkeypatch.setattr("episodes.read.POOL_GATHER_BYTES", pool_bytes)
+    monkeypatch.setattr("episodes.reader.POOL_GATHER_BYTES", pool_bytes)
     toy = write_dataset(tmp_path / "toy", per_class=(24,) * 9)
     config = SamplerConfig.fixed(ways=3, shots=10, query=12)  # 66 images: 2 gather tasks
     decoded = EpisodeReader(toy.root, "test", config, image_size=12, decoded_cache="never")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from episodes.read import EpisodeReader
+from episodes.reader import EpisodeReader
 from episodes.records.record_index import index_path_for
 from episodes.sampler import SamplerConfig
 from episodes.torch_adapter import EpisodeDataset, episode_loader, worker_indices

@@ -23,8 +23,7 @@ from episodes.records.dataset_spec import (
     Split,
     load_spec,
 )
-from episodes.records.record_reader import RecordReader
-from episodes.records.reference_spec_json import (
+from episodes.records.meta_dataset_spec import (
     BILEVEL,
     FLAT,
     HIERARCHICAL,
@@ -32,6 +31,7 @@ from episodes.records.reference_spec_json import (
     reference_class,
     reference_fields,
 )
+from episodes.records.record_reader import RecordReader
 from tests import reference_loader
 from tests.conftest import REFERENCE_DATA
 from tests.meta_dataset_checks import convert_source

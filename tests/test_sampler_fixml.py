@@ -311,39 +311,42 @@ def test_cli_writes_pool_and_holdout(tmp_path, capsys):
 
     spec = make_spec()
     spec.save(tmp_path / "dataset_spec.json")
-    main(
-        [
-            "holdout",
-            str(tmp_path),
-            "--fraction",
-            "0.2",
-            "--seed",
-            "1",
-            "--out",
-            str(tmp_path / "holdout.json"),
-        ]
-    )
-    main(
-        [
-            "pool",
-            str(tmp_path),
-            "--k",
-            "3",
-            "--holdout",
-            str(tmp_path / "holdout.json"),
-            "--out",
-            str(tmp_path / "pool.json"),
-        ]
-    )
-    holdout = BaseHoldout.load(tmp_path / "holdout.json")
-    pool = FixedSupportPool.load(tmp_path / "pool.json")
+    holdout_file, pool_file = tmp_path / "holdout.json", tmp_path / "pool.json"
+    main(["holdout", "--dataset", str(tmp_path), "--fraction", "0.2", "--seed", "1",
+          "--output", str(holdout_file)])  # fmt: skip
+    main(["pool", "--dataset", str(tmp_path), "--k", "3", "--holdout", str(holdout_file),
+          "--output", str(pool_file)])  # fmt: skip
+    holdout = BaseHoldout.load(holdout_file)
+    pool = FixedSupportPool.load(pool_file)
     assert holdout == make_base_holdout(spec, "train", 0.2, 1)
     assert pool == make_fixed_support_pool(spec, "train", 3, 0, holdout=holdout)
-    assert "wrote" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "wrote" in captured.out and captured.err == ""
     with pytest.raises(SystemExit):
-        main(["holdout", str(tmp_path), "--fraction", "0", "--out", str(tmp_path / "x.json")])
+        main(["holdout", "--dataset", str(tmp_path), "--fraction", "0",
+              "--output", str(tmp_path / "x.json")])  # fmt: skip
     assert "fraction=0.0" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+    with pytest.raises(SystemExit):
+        main(["pool", "--dataset", str(tmp_path), "--dataset", str(tmp_path), "--k", "3",
+              "--output", str(tmp_path / "x.json")])  # fmt: skip
+    assert "--dataset given 2 times" in capsys.readouterr().err
+
+
+def test_cli_old_form_still_works_with_notes(tmp_path, capsys):
+    """`pool SPEC --out FILE` (before the one CLI style) writes the same file, with a note for
+    the positional and one for --out."""
+    from episodes.fixml import main
+
+    make_spec().save(tmp_path / "dataset_spec.json")
+    main(["pool", "--dataset", str(tmp_path), "--k", "3", "--output", str(tmp_path / "new.json")])
+    capsys.readouterr()
+    main(["pool", str(tmp_path), "--k", "3", "--out", str(tmp_path / "old.json")])
+    assert (tmp_path / "old.json").read_bytes() == (tmp_path / "new.json").read_bytes()
+    assert capsys.readouterr().err.splitlines() == [
+        "note: the positional SPEC is now --dataset SPEC; the old form goes in the next release",
+        "note: --out is now --output; the old spelling goes in the next release",
+    ]
 
 
 @pytest.mark.parametrize("where", ["all", "outside_pool"])

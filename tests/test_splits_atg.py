@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from episodes.records.dataset_spec import DatasetSpec
+from episodes.records.split_file import SplitFile
 from splits import make
 from splits.atg import (
     ATGConfig,
@@ -28,7 +29,6 @@ from splits.divergences import (
     symmetric_kl,
 )
 from splits.embeddings.embeddings_file import EmbeddingsFile
-from splits.split_file import SplitFile
 from splits.split_sizes import split_counts
 
 TARGETS = (0.04, 0.32, 0.64, 0.96)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from splits.split_file import SplitFile, SplitFileError
+from episodes.records.split_file import SplitFile, SplitFileError
 
 
 def _split(**kw):

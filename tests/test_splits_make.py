@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from episodes.records.dataset_spec import DatasetSpec
+from episodes.records.split_file import SplitFile, read_split_file
 from episodes.util.cli_style import command_parser
 from splits import atg, make, published, semantic
 from splits import random as random_cli
@@ -21,7 +22,6 @@ from splits.methods import get_method, method_class, method_names, register_meth
 from splits.parameter_flags import add_parameter_arguments, parameter, parameters_from_args
 from splits.random import random_split
 from splits.semantic import HierarchyError
-from splits.split_file import SplitFile, read_split_file
 from splits.split_method import SplitInputs, SplitMethod
 
 REPO = Path(__file__).resolve().parents[1]

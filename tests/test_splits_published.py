@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from splits import published_meta_dataset, published_tables
-from splits.index_conventions import (
+from episodes.records.index_conventions import (
     CIFAR100_COARSE_NAMES,
     CIFAR100_FINE_NAMES,
     CIFAR100_SUPERCLASS_MEMBERS,
     EMNIST_BYCLASS_NAMES,
 )
+from splits import published_meta_dataset, published_tables
 from splits.published import PUBLISHED_DIR, list_published, load_published
 from splits.published_tables import TableParseError, parse_tables
 from tests.conftest import REFERENCE_DATA, SHARED

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
+from episodes.records.split_file import SplitFile
 from splits import make
 from splits.random import random_split
 from splits.semantic import HierarchyError, dag_split, leaves_of, superclass_split
-from splits.split_file import SplitFile
 
 NAMES = [f"class{i:03d}" for i in range(100)]
 

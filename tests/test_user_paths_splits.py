@@ -12,10 +12,10 @@ import pytest
 from beam_pipelines import convert
 from episodes import read as read_cli
 from episodes.records.dataset_spec import load_spec
+from episodes.records.split_file import read_split_file
 from learners.episode_source import EpisodeOptions, open_episode_source
 from learners.evaluate import split_divergence
 from splits import analyze, make
-from splits.split_file import read_split_file
 from splits.split_sizes import split_by_fractions, split_counts
 from tests.raw_fixtures.cifar100 import write_cifar100_fixture
 

@@ -3,17 +3,16 @@
 Reads our `dataset_spec.json` and, unchanged, the reference Meta-Dataset spec files
 (`DatasetSpecification`, `BiLevelDatasetSpecification`, `HierarchicalDatasetSpecification`,
 whose dict keys are Python-repr strings such as "TRAIN" or "0"). What we write holds both:
-the reference's top-level keys (episodes.records.reference_spec_json), so its `load_dataset_spec`
+the reference's top-level keys (episodes.records.meta_dataset_spec), so its `load_dataset_spec`
 reads our folders, and this project's own fields beside them. Specs of the previous format
 (`fewshot-tasksets.dataset_spec/1`, our fields only) still load.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -318,10 +317,8 @@ class DatasetSpec:
 
     def to_json(self) -> dict:
         """The reference Meta-Dataset's keys (read by its `load_dataset_spec`), then ours."""
-        from episodes.records.reference_spec_json import reference_fields
-
         return {
-            **reference_fields(self),
+            **_reference_format().fields(self),
             "format": SPEC_FORMAT,
             "name": self.name,
             "image_format": self.image_format,
@@ -368,7 +365,7 @@ def load_spec(path: str | os.PathLike) -> DatasetSpec:
         if raw.get("format") in READABLE_FORMATS:
             spec = _from_ours(raw)
         elif "__class__" in raw:
-            spec = _from_reference(raw)
+            spec = _reference_format().read(raw)
         else:
             raise SpecError(
                 f"{spec_path}: neither a {SPEC_FORMAT} spec nor a reference Meta-Dataset spec "
@@ -425,120 +422,29 @@ def _from_ours(raw: dict) -> DatasetSpec:
     )
 
 
-def _repr_value(value: Any) -> Any:
-    """Reference specs may hold dicts serialised as Python repr strings."""
-    if isinstance(value, str) and value[:1] in "{[(":
-        try:
-            return ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            return value
-    return value
+# ----------------------------------------------------------------------------------------------
+# Meta-Dataset's own spec JSON
 
 
-def _split_dict(value: Any) -> dict[Split, Any]:
-    value = _repr_value(value)
-    return {Split.parse(k): _repr_value(v) for k, v in value.items()}
+@dataclass(frozen=True)
+class ReferenceFormat:
+    """How Meta-Dataset's spec JSON is read (`read`: raw dict -> DatasetSpec) and written
+    (`fields`: DatasetSpec -> the reference's top-level keys)."""
+
+    read: Callable[[dict], DatasetSpec]
+    fields: Callable[[DatasetSpec], dict[str, Any]]
 
 
-def _int_keyed(value: Any) -> dict[int, Any]:
-    value = _repr_value(value)
-    return {int(k): v for k, v in value.items()}
+_REFERENCE_FORMAT: list[ReferenceFormat] = []
 
 
-def _from_reference(raw: dict) -> DatasetSpec:
-    kind = raw["__class__"]
-    name = raw["name"]
-    file_pattern = raw.get("file_pattern", "{}.tfrecords")
-    if kind == "DatasetSpecification":
-        per_split = _split_dict(raw["classes_per_split"])
-        names = _int_keyed(raw["class_names"])
-        images = _int_keyed(raw["images_per_class"])
-        n = len(names)
-        split_classes: dict[Split, list[int]] = {}
-        start = 0
-        for split in ALL_SPLITS:
-            count = int(per_split.get(split, 0))
-            split_classes[split] = list(range(start, start + count))
-            start += count
-        if start != n:
-            raise SpecError(f"classes_per_split sums to {start} but there are {n} classes")
-        return DatasetSpec(
-            name=name,
-            class_names=[names[i] for i in range(n)],
-            images_per_class=[int(images[i]) for i in range(n)],
-            split_classes=split_classes,
-            file_pattern=file_pattern,
-            provenance={"reference_spec_class": kind},
-            source_format="meta-dataset",
-        )
-    if kind == "BiLevelDatasetSpecification":
-        supers_per_split = _split_dict(raw["superclasses_per_split"])
-        classes_per_super = _int_keyed(raw["classes_per_superclass"])
-        super_names = _int_keyed(raw["superclass_names"])
-        names = _int_keyed(raw["class_names"])
-        images = _int_keyed(raw["images_per_class"])
-        superclass_of: list[int] = []
-        for s in range(len(classes_per_super)):
-            superclass_of.extend([s] * int(classes_per_super[s]))
-        if len(superclass_of) != len(names):
-            raise SpecError(
-                f"classes_per_superclass sums to {len(superclass_of)} but there are {len(names)} classes"
-            )
-        superclass_splits: dict[Split, list[int]] = {}
-        start = 0
-        for split in ALL_SPLITS:
-            count = int(supers_per_split.get(split, 0))
-            superclass_splits[split] = list(range(start, start + count))
-            start += count
-        if start != len(classes_per_super):
-            raise SpecError(
-                f"superclasses_per_split sums to {start}, expected {len(classes_per_super)}"
-            )
-        split_classes = {
-            split: [c for c, s in enumerate(superclass_of) if s in set(ids)]
-            for split, ids in superclass_splits.items()
-        }
-        return DatasetSpec(
-            name=name,
-            class_names=[names[i] for i in range(len(names))],
-            images_per_class=[int(images[i]) for i in range(len(names))],
-            split_classes=split_classes,
-            hierarchy=BiLevelHierarchy(
-                superclass_names=[super_names[s] for s in range(len(super_names))],
-                superclass_of=superclass_of,
-                superclass_splits=superclass_splits,
-            ),
-            file_pattern=file_pattern,
-            provenance={"reference_spec_class": kind},
-            source_format="meta-dataset",
-        )
-    if kind == "HierarchicalDatasetSpecification":
-        subgraphs = _split_dict(raw["split_subgraphs"])
-        hierarchy = DagHierarchy.from_node_lists(subgraphs)
-        names = _int_keyed(raw["class_names"])
-        per_split_images = _split_dict(raw["images_per_class"])
-        wnid_to_id = {wnid: i for i, wnid in names.items()}
-        images = [0] * len(names)
-        split_classes = {}
-        for split in ALL_SPLITS:
-            leaves = hierarchy.leaves(split)
-            ids = []
-            for leaf in leaves:
-                if leaf not in wnid_to_id:
-                    raise SpecError(f"{split.value} leaf {leaf} is not among class_names")
-                cid = wnid_to_id[leaf]
-                ids.append(cid)
-                counts = per_split_images.get(split, {})
-                images[cid] = int(counts.get(leaf, counts.get(str(cid), 0)))
-            split_classes[split] = sorted(ids)
-        return DatasetSpec(
-            name=name,
-            class_names=[names[i] for i in range(len(names))],
-            images_per_class=images,
-            split_classes=split_classes,
-            hierarchy=hierarchy,
-            file_pattern=file_pattern,
-            provenance={"reference_spec_class": kind},
-            source_format="meta-dataset",
-        )
-    raise SpecError(f"unknown reference spec class {kind!r}")
+def use_reference_format(reference_format: ReferenceFormat) -> None:
+    """Installed by `episodes.records.meta_dataset_spec` (which builds on this module's types,
+    so this module cannot import it); `episodes/records/__init__.py` imports it first."""
+    _REFERENCE_FORMAT[:] = [reference_format]
+
+
+def _reference_format() -> ReferenceFormat:
+    if not _REFERENCE_FORMAT:
+        raise SpecError("the Meta-Dataset spec format is not installed (import episodes.records)")
+    return _REFERENCE_FORMAT[0]

@@ -4,7 +4,8 @@ writes, `--dataset DIR` (repeatable) for the converted datasets it reads.
 `command_parser()` builds an `argparse` parser whose `add_argument` (on the parser, its argument
 groups and its sub-command parsers) also takes `renamed_from=("--out",)`: the old spellings
 keep working for one release, each with a one-line note on stderr, and are not shown in
-`--help`. Beam's own pipeline flags (`--direct_num_workers`, `--runner` ...) keep Beam's
+`--help`. `add_old_positional` does the same for a positional argument that became an option
+(`fetch URL LOCAL` -> `--dataset URL --output LOCAL`). Beam's own pipeline flags (`--direct_num_workers`, `--runner` ...) keep Beam's
 spelling: they are Beam's, passed through to its `PipelineOptions`.
 """
 
@@ -58,6 +59,7 @@ class CommandParser(_RenamesMixin, argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.renamed: dict[str, str] = {}
+        self.old_positionals: list[tuple[str, str]] = []
 
     def _owner(self) -> CommandParser:
         return self
@@ -72,9 +74,32 @@ class CommandParser(_RenamesMixin, argparse.ArgumentParser):
         self._mutually_exclusive_groups.append(group)
         return group
 
+    def add_old_positional(self, name: str, option: str) -> None:
+        """Accept the old form whose leading positional `name` is now `option`: the first
+        words before any option (after the sub-command name) are read as the old positionals
+        in the order they were added, each with a one-line note."""
+        self.old_positionals.append((name, option))
+
     def parse_known_args(self, args: Sequence[str] | None = None, namespace=None):
         given = list(sys.argv[1:] if args is None else args)
+        given = self.old_positional_form(given)
         return super().parse_known_args(self.new_spellings(given), namespace)
+
+    def old_positional_form(self, args: Sequence[str]) -> list[str]:
+        """`args` with leading old positionals turned into their options (a note for each)."""
+        out: list[str] = []
+        position = 0
+        for name, option in self.old_positionals:
+            if position >= len(args) or args[position].startswith("-"):
+                break
+            print(
+                f"note: the positional {name.upper()} is now {option} {name.upper()}; the old "
+                f"form goes in {OLD_SPELLINGS_UNTIL}",
+                file=sys.stderr,
+            )
+            out += [option, args[position]]
+            position += 1
+        return out + list(args[position:])
 
     def new_spellings(self, args: Sequence[str]) -> list[str]:
         """`args` with every old spelling replaced by the current one (a note for each)."""

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from episodes.records.dataset_spec import DatasetSpec, load_spec
+from episodes.records.split_file import SplitFile
 from learners.episode_source import EpisodeOptions
 from learners.registry import learner_config
 from learners.run_dir import RunConfig, checkpoint_path
 from learners.train import train
-from splits.split_file import SplitFile
 
 ALL_CLASSES_SPLIT = "all_classes_split.json"
 DEFAULT_EPOCHS = 1.0

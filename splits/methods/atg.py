@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from episodes.records.split_file import SplitFile
 from splits.atg import (
     DEFAULT_RESTARTS,
     DTYPES,
@@ -28,7 +29,6 @@ from splits.divergences import DIVERGENCES
 from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods import register_method
 from splits.parameter_flags import parameter
-from splits.split_file import SplitFile
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 from splits.split_sizes import split_counts
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from episodes.records.split_file import SplitFile
 from splits.methods import register_method
 from splits.parameter_flags import parameter
 from splits.random import random_split
-from splits.split_file import SplitFile
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 from splits.split_sizes import DEFAULT_FRACTIONS, validate_fractions
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
+from episodes.records.index_conventions import CIFAR100_SUPERCLASS_OF
+from episodes.records.split_file import SplitFile
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL
-from splits.index_conventions import CIFAR100_SUPERCLASS_OF
 from splits.methods import register_method
 from splits.parameter_flags import parameter
 from splits.semantic import (
@@ -27,7 +28,6 @@ from splits.semantic import (
     spec_superclasses,
     superclass_split,
 )
-from splits.split_file import SplitFile
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
 KINDS = ("superclass", "dag")

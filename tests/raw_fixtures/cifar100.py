@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from splits.index_conventions import CIFAR100_SUPERCLASS_MEMBERS
+from episodes.records.index_conventions import CIFAR100_SUPERCLASS_MEMBERS
 
 SUPERCLASSES = CIFAR100_SUPERCLASS_MEMBERS  # as published with the dataset
 FINE_NAMES = sorted(n for names in SUPERCLASSES.values() for n in names)

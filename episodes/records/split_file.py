@@ -125,7 +125,7 @@ class SplitFile:
         EMNIST), else a SplitFileError saying how to name it."""
         if self.has_names():
             return self
-        from splits.index_conventions import convention_class_names
+        from episodes.records.index_conventions import convention_class_names
 
         names = convention_class_names(self.index_convention) if self.index_convention else None
         if names is None:

@@ -1,0 +1,330 @@
+"""The import direction inside `episodes/` and between the repo's packages (issue 11).
+
+Every module's imports, top-level and inside functions (`if TYPE_CHECKING:` blocks aside, they
+run only for type checkers), are read with `ast`. Checked: `episodes` imports only downward
+through the layers of LAYERS; it never imports `learners`, `beam_pipelines` or `splits`; the
+glyph dataset generator imports only itself and `episodes.util`; no module graph cycle among
+the repo's packages. Importing `a.b.c` runs `a/__init__` and `a/b/__init__` too, but those
+implicit edges are not counted: a package's `__init__` importing its own modules is not a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("episodes", "beam_pipelines", "splits", "learners")
+
+# Layers of `episodes`, lowest first: a module may import its own layer and those below.
+# An entry ending in ".*" is a whole subpackage; every other module is named one by one, so a
+# new module fails `test_every_episodes_module_has_a_layer` until it is given its place here.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "util": ("episodes", "episodes.util.*"),
+    "records": ("episodes.records.*",),
+    "images / hierarchy": ("episodes.images.*", "episodes.hierarchy.*"),
+    "sampling": (
+        "episodes.episode",
+        "episodes.episode_stats",
+        "episodes.fixml",
+        "episodes.fixml_records",
+        "episodes.sampler",
+        "episodes.sampler_config",
+        "episodes.sampler_factory",
+        "episodes.sampler_formulas",
+    ),
+    "reading": (
+        "episodes.decode_processes",
+        "episodes.description_prefetch",
+        "episodes.episode_grid",
+        "episodes.episode_shards",
+        "episodes.reader",
+    ),
+    "adapters": (
+        "episodes.episode_cli",
+        "episodes.fetch",
+        "episodes.glyph_dataset.*",
+        "episodes.read",
+        "episodes.tf_adapter",
+        "episodes.torch_adapter",
+    ),
+}
+NEVER_IMPORTED_BY_EPISODES = ("learners", "beam_pipelines", "splits")
+GLYPH_DATASET = "episodes.glyph_dataset"
+GLYPH_DATASET_MAY_IMPORT = ("episodes.glyph_dataset", "episodes.util")
+
+# Cycles outside episodes/ that their owner is removing (s-beam: convert <-> convert_all); the
+# lead empties this after merging. The test fails when one of them no longer happens.
+EXPECTED_ELSEWHERE: set[str] = {
+    "beam_pipelines.convert -> beam_pipelines.convert_all -> beam_pipelines.convert",
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# The module graph
+
+
+def module_names(root: Path, packages: Iterable[str]) -> dict[str, Path]:
+    """Dotted name -> file of every module of `packages` under `root` (a package is its
+    `__init__`)."""
+    found = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under `node`, at any depth, except in `if TYPE_CHECKING:`."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for other in child.orelse:
+                yield from _import_nodes_of(other)
+            continue
+        yield from _import_nodes_of(child)
+
+
+def _import_nodes_of(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        yield node
+    yield from _import_nodes(node)
+
+
+def _imported(
+    module: str, is_package: bool, node: ast.Import | ast.ImportFrom, modules: Iterable[str]
+) -> set[str]:
+    """Modules an import statement loads: `import a.b` -> a.b; `from a.b import c` -> a.b.c
+    when c is a module, else a.b; relative imports resolved against `module`."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    base = node.module or ""
+    if node.level:
+        anchor = module.split(".")
+        if not is_package:
+            anchor = anchor[:-1]
+        anchor = anchor[: len(anchor) - (node.level - 1)]
+        base = ".".join([*anchor, base] if base else anchor)
+    found = set()
+    for alias in node.names:
+        submodule = f"{base}.{alias.name}"
+        found.add(submodule if submodule in modules else base)
+    return found
+
+
+def import_graph(root: Path, packages: Iterable[str]) -> dict[str, set[str]]:
+    """Module -> the modules of `packages` it imports (see the module docstring)."""
+    modules = module_names(root, packages)
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        targets = set()
+        for node in _import_nodes(tree):
+            for target in _imported(name, path.name == "__init__.py", node, modules):
+                if target in modules and target != name:
+                    targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Cycles met by a depth-first search (each back edge closes one), as module lists that
+    start at their smallest name and end where they began; deterministic (sorted order)."""
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+    cycles: dict[tuple[str, ...], list[str]] = {}
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                loop = stack[stack.index(target) :]
+                start = loop.index(min(loop))
+                loop = loop[start:] + loop[:start]
+                cycles.setdefault(tuple(loop), [*loop, loop[0]])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return list(cycles.values())
+
+
+def layer_of(module: str, layers: dict[str, tuple[str, ...]]) -> int | None:
+    """Position of `module`'s layer in `layers` (None when no entry names it)."""
+    for position, entries in enumerate(layers.values()):
+        for entry in entries:
+            if module == entry or (entry.endswith(".*") and (module + ".").startswith(entry[:-1])):
+                return position
+        # "episodes.records.*" also covers the package "episodes.records" itself.
+        if any(entry.endswith(".*") and module == entry[:-2] for entry in entries):
+            return position
+    return None
+
+
+def upward_imports(
+    graph: dict[str, set[str]], package: str, layers: dict[str, tuple[str, ...]]
+) -> list[str]:
+    """'a (layer) imports b (higher layer)' for every import against the layer order."""
+    names = list(layers)
+    found = []
+    for module in sorted(graph):
+        if module != package and not module.startswith(package + "."):
+            continue
+        own = layer_of(module, layers)
+        for target in sorted(graph[module]):
+            theirs = layer_of(target, layers)
+            if own is not None and theirs is not None and theirs > own:
+                found.append(f"{module} ({names[own]}) imports {target} ({names[theirs]})")
+    return found
+
+
+def imports_outside(graph: dict[str, set[str]], package: str, allowed: Iterable[str]) -> list[str]:
+    """'a imports b' for every import of `package`'s modules outside `allowed` packages."""
+    allowed = tuple(allowed)
+
+    def inside(name: str, prefixes: Iterable[str]) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+    return [
+        f"{module} imports {target}"
+        for module in sorted(graph)
+        if inside(module, (package,))
+        for target in sorted(graph[module])
+        if not inside(target, allowed)
+    ]
+
+
+def _cycle_text(cycle: list[str]) -> str:
+    return " -> ".join(cycle)
+
+
+# ----------------------------------------------------------------------------------------------
+# The repo
+
+
+GRAPH = import_graph(REPO, PACKAGES)
+
+
+def test_every_episodes_module_has_a_layer():
+    missing = [
+        m for m in sorted(GRAPH) if m.split(".")[0] == "episodes" and layer_of(m, LAYERS) is None
+    ]
+    assert not missing, (
+        "modules of episodes/ without a layer; add each to LAYERS in tests/test_import_layers.py: "
+        + ", ".join(missing)
+    )
+    stale = [
+        entry
+        for entries in LAYERS.values()
+        for entry in entries
+        if not any(m == entry or (entry.endswith(".*") and m.startswith(entry[:-1])) for m in GRAPH)
+    ]
+    assert not stale, f"LAYERS names modules that no longer exist: {stale}"
+
+
+def test_episodes_imports_only_downward():
+    assert upward_imports(GRAPH, "episodes", LAYERS) == []
+
+
+def test_episodes_never_imports_learners_beam_pipelines_or_splits():
+    outside = [
+        line
+        for line in imports_outside(GRAPH, "episodes", ("episodes",))
+        if line.split(" imports ")[1].split(".")[0] in NEVER_IMPORTED_BY_EPISODES
+    ]
+    assert outside == []
+
+
+def test_glyph_dataset_imports_only_itself_and_util():
+    assert imports_outside(GRAPH, GLYPH_DATASET, GLYPH_DATASET_MAY_IMPORT) == []
+
+
+def test_no_import_cycles_among_the_repo_packages():
+    found = {_cycle_text(c) for c in find_cycles(GRAPH)}
+    new = sorted(found - EXPECTED_ELSEWHERE)
+    gone = sorted(EXPECTED_ELSEWHERE - found)
+    assert not new, "import cycles:\n" + "\n".join(new)
+    assert not gone, "fixed: remove from EXPECTED_ELSEWHERE in this test:\n" + "\n".join(gone)
+
+
+def test_the_graph_sees_function_level_imports_and_skips_type_checking():
+    # episodes.read imports the episode grid inside main(); the sampler factory imports the
+    # sampler inside make_sampler (`from episodes import sampler`).
+    assert "episodes.episode_grid" in GRAPH["episodes.read"]
+    assert "episodes.sampler" in GRAPH["episodes.sampler_factory"]
+    assert "episodes.fixml" in GRAPH["episodes.sampler_factory"]
+
+
+# ----------------------------------------------------------------------------------------------
+# The checker finds what is planted
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_checker_finds_a_planted_cycle_and_an_upward_import(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/low/base.py": "def f():\n    from pkg.top import run  # upward, inside a function\n",
+            "pkg/low/other.py": "import pkg.low.base\n",
+            "pkg/top.py": (
+                "from typing import TYPE_CHECKING\n"
+                "from pkg.low import base\n"
+                "if TYPE_CHECKING:\n"
+                "    from pkg import hidden\n"
+                "from . import cyc\n"
+            ),
+            "pkg/cyc.py": "from .top import run\n",
+            "pkg/hidden.py": "import pkg.top\n",
+            "pkg/new.py": "import os\n",
+        },
+    )
+    graph = import_graph(tmp_path, ["pkg"])
+    assert graph["pkg.top"] == {"pkg.low.base", "pkg.cyc"}  # TYPE_CHECKING import skipped
+    assert graph["pkg.low.base"] == {"pkg.top"}
+    assert graph["pkg.low.other"] == {"pkg.low.base"}
+    cycles = [_cycle_text(c) for c in find_cycles(graph)]
+    assert cycles == [
+        "pkg.cyc -> pkg.top -> pkg.cyc",
+        "pkg.low.base -> pkg.top -> pkg.low.base",
+    ]
+    layers = {"low": ("pkg.low.*",), "top": ("pkg", "pkg.top", "pkg.cyc", "pkg.hidden")}
+    assert upward_imports(graph, "pkg", layers) == ["pkg.low.base (low) imports pkg.top (top)"]
+    assert layer_of("pkg.new", layers) is None  # a new module without a layer is noticed
+    assert layer_of("pkg.low", layers) == 0
+    assert imports_outside(graph, "pkg.low", ("pkg.low",)) == ["pkg.low.base imports pkg.top"]
+
+
+def test_the_checker_passes_a_clean_package(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg import a\n",  # a package importing its modules
+            "pkg/a.py": "import pkg.b\n",
+            "pkg/b.py": "def f():\n    import json\n",
+        },
+    )
+    graph = import_graph(tmp_path, ["pkg"])
+    assert find_cycles(graph) == []
+    assert upward_imports(graph, "pkg", {"b": ("pkg.b",), "a": ("pkg", "pkg.a")}) == []
