@@ -35,17 +35,11 @@ class LearnerConfig:
     options: MethodConfig | None = option(None, "the method's own options", cli=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """Shared options at the top level, the method's under "options"."""
+        """Shared options at the top level, the method's under "options" (read back by
+        `learners.registry.learner_config_from_dict`, which knows each method's options)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "options"}
         values["options"] = None if self.options is None else self.options.to_dict()
         return values
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> LearnerConfig:
-        """The inverse of to_dict; also reads the flat layout of runs saved before."""
-        from learners.registry import learner_config_from_dict  # the registry imports this
-
-        return learner_config_from_dict(values)
 
     def check(self) -> None:
         """The shared options within their bounds (ValueError naming the flag otherwise)."""

@@ -23,6 +23,7 @@ from learners.learner_config import LearnerConfig
 from learners.registry import (
     build_learner,
     learner_config,
+    learner_config_from_dict,
     method_entry,
     method_names,
     register_learner,
@@ -80,7 +81,7 @@ def test_the_registry_holds_every_method_module() -> None:
 def test_config_round_trips_through_json(method: str) -> None:
     config = resolved_config(tiny(method))
     text = json.dumps(config.to_dict())
-    again = LearnerConfig.from_dict(json.loads(text))
+    again = learner_config_from_dict(json.loads(text))
     assert again == config
     assert type(again.options) is method_entry(method).options
     assert resolved_config(again) == config  # resolving is idempotent

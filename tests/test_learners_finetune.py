@@ -130,8 +130,7 @@ def test_augmentation_draws_per_image_and_is_reproducible() -> None:
 
 @pytest.mark.parametrize("freeze, augment", [(False, True), (True, False)])
 def test_finetuning_options_are_saved_and_used(freeze: bool, augment: bool) -> None:
-    from learners.learner_config import LearnerConfig
-    from learners.registry import build_learner, learner_config
+    from learners.registry import build_learner, learner_config, learner_config_from_dict
 
     config = learner_config(
         "transductive",
@@ -141,7 +140,7 @@ def test_finetuning_options_are_saved_and_used(freeze: bool, augment: bool) -> N
         finetune_freeze_bn=freeze,
         finetune_augment=augment,
     )
-    learner = build_learner(LearnerConfig.from_dict(config.to_dict()))
+    learner = build_learner(learner_config_from_dict(config.to_dict()))
     options = learner.finetune_options(transductive=True)
     assert (options.freeze_batch_norm, options.augment) == (freeze, augment)
 
