@@ -3,7 +3,6 @@ and compare the result with the reference dataset spec (class names in id order,
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 from pathlib import Path
 
@@ -18,7 +17,7 @@ def convert_source(source_cls, root: Path, out: Path, workers: int = 1, **option
     """Convert `root` with the local runner exactly as the CLI builds it."""
     from tests.conftest import make_local_runner
 
-    source = source_cls(argparse.Namespace(**options))
+    source = source_cls(**options)
     return convert(source, root, out, make_local_runner(workers))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 
 import pytest
@@ -58,17 +57,21 @@ def test_split_file_override_on_a_reduced_fixture(tmp_path):
     names = ["A318", "747-400", "Cessna 172"]
     fixture = write_aircraft_fixture(tmp_path / "raw", classes=names, images_per_class=2)
     split = tmp_path / "mine.json"
-    split.write_text('{"dataset": "aircraft", "train": ["Cessna 172"], "valid": ["A318"], "test": ["747-400"]}')
+    split.write_text(
+        '{"dataset": "aircraft", "train": ["Cessna 172"], "valid": ["A318"], "test": ["747-400"]}'
+    )
     report = convert_source(AircraftSource, fixture.root, tmp_path / "out", split_file=str(split))
     assert report.spec.class_names == ["Cessna 172", "A318", "747-400"]
     assert report.spec.images_per_class == [2, 2, 2]
     assert report.spec.provenance["split_origin"].startswith("file:")
-    with pytest.raises(LayoutError, match="'A340-300' of the split list .* is missing from the data"):
-        AircraftSource(argparse.Namespace()).plan(fixture.root)
+    with pytest.raises(
+        LayoutError, match="'A340-300' of the split list .* is missing from the data"
+    ):
+        AircraftSource().plan(fixture.root)
 
 
 def test_bad_layouts(tmp_path):
-    source = AircraftSource(argparse.Namespace())
+    source = AircraftSource()
     with pytest.raises(LayoutError, match="not found"):
         source.plan(tmp_path / "missing")
     (tmp_path / "CUB_200_2011" / "images").mkdir(parents=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import os
@@ -32,7 +31,7 @@ def _digest(folder) -> dict[str, str]:
 
 
 def _source(**options) -> Cifar100Source:
-    return Cifar100Source(argparse.Namespace(**options))
+    return Cifar100Source(**options)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 
 import pytest
@@ -39,10 +38,10 @@ def test_full_images_are_kept(converted):
 def test_wrapper_folder_and_bad_layouts(tmp_path):
     names = ["001.Black_footed_Albatross", "002.Laysan_Albatross", "003.Sooty_Albatross"]
     fixture = write_cu_birds_fixture(tmp_path / "raw", classes=names)  # one per random split
-    source = CUBirdsSource(argparse.Namespace(random_split=True))
+    source = CUBirdsSource(random_split=True)
     plan = source.plan(fixture.root.parent)  # the folder the archive was extracted into
     assert sorted(c.name for c in plan.classes) == names
     with pytest.raises(LayoutError, match="not a CUB-200-2011 layout"):
         source.plan(tmp_path)
     with pytest.raises(LayoutError, match="'190.Red_cockaded_Woodpecker' of the split list"):
-        CUBirdsSource(argparse.Namespace()).plan(fixture.root)
+        CUBirdsSource().plan(fixture.root)

@@ -3,8 +3,6 @@ byte-identical re-conversion."""
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 from beam_pipelines.sources.base import LayoutError
@@ -42,16 +40,15 @@ def test_reconversion_is_byte_identical(converted, tmp_path):
 
 
 def test_random_split_is_seeded(tmp_path):
-    fixture = write_dtd_fixture(tmp_path / "raw", classes=["banded", "blotchy", "braided", "bubbly"])
-    plans = [
-        DTDSource(argparse.Namespace(random_split=True, split_seed=seed)).plan(fixture.root)
-        for seed in (3, 3, 4)
-    ]
+    fixture = write_dtd_fixture(
+        tmp_path / "raw", classes=["banded", "blotchy", "braided", "bubbly"]
+    )
+    plans = [DTDSource(random_split=True, split_seed=seed).plan(fixture.root) for seed in (3, 3, 4)]
     names = [[(c.name, c.split) for c in p.classes] for p in plans]
     assert names[0] == names[1]
     assert sorted(n for n, _ in names[0]) == ["banded", "blotchy", "braided", "bubbly"]
     assert plans[0].provenance["split_origin"] == "random:seed=3,fractions=0.7,0.15,0.15"
     with pytest.raises(LayoutError, match="'chequered' of the split list"):
-        DTDSource(argparse.Namespace()).plan(fixture.root)
+        DTDSource().plan(fixture.root)
     with pytest.raises(LayoutError, match="not a Describable Textures layout"):
-        DTDSource(argparse.Namespace()).plan(fixture.root / "images")
+        DTDSource().plan(fixture.root / "images")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import hashlib
 import io
@@ -17,6 +16,7 @@ from beam_pipelines import convert as convert_cli
 from beam_pipelines.conversion import convert
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.emnist import EmnistSource
+from beam_pipelines.sources.source_config import ConfigError
 from beam_pipelines.verify import format_report, verify_dataset
 from episodes.records.dataset_spec import Split, load_spec
 from episodes.records.record_reader import RecordReader
@@ -32,7 +32,7 @@ def _digest(folder) -> dict[str, str]:
 
 
 def _source(**options) -> EmnistSource:
-    return EmnistSource(argparse.Namespace(**options))
+    return EmnistSource(**options)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_loose_files_match_the_zip_and_cli_options(fixture, tmp_path, local_runn
                 str(loose_root),
                 "--output",
                 str(tmp_path / "a"),
-                "--emnist_split",
+                "--emnist-split",
                 "digits",
             ]
         )
@@ -158,8 +158,8 @@ def test_split_fractions_give_contiguous_seeded_splits(fixture):
     assert [c.name for c in again.classes] == [c.name for c in plan.classes]
     other = _source(split_fractions=[0.6, 0.2, 0.2], split_seed=4).plan(fixture.root)
     assert [c.name for c in other.classes] != [c.name for c in plan.classes]
-    with pytest.raises(LayoutError, match="--split_fractions"):
-        _source(split_fractions=[0.5, 0.2, 0.2]).plan(fixture.root)
+    with pytest.raises(ConfigError, match="--split-fractions 0.5 0.2 0.2: fractions must sum to 1"):
+        _source(split_fractions=[0.5, 0.2, 0.2])
 
 
 def _loose_copy(tmp_path, split: str):

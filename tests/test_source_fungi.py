@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
@@ -34,7 +33,7 @@ def test_class_names_and_pooled_parts(converted):
     assert category_class_name({"id": 30, "name": "Amanita crocea"}) == "0030.Amanita crocea"
     parts = [json.loads((fixture.root / p).read_text()) for p in ("train.json", "val.json")]
     assert all(p["annotations"] for p in parts)  # both parts contribute examples
-    plan = FungiSource(argparse.Namespace()).plan(fixture.root)
+    plan = FungiSource().plan(fixture.root)
     listed = {e.key for u in plan.units for e in u.payload[1]}
     annotated = {i["file_name"] for p in parts for i in p["images"]} - set(fixture.skipped)
     assert listed == annotated
@@ -43,7 +42,7 @@ def test_class_names_and_pooled_parts(converted):
 def test_bad_layouts(tmp_path):
     names = ["0226.Cortinarius malicorius", "0030.Amanita crocea", "0003.Agaricus arvensis"]
     fixture = write_fungi_fixture(tmp_path / "raw", classes=names)
-    source = FungiSource(argparse.Namespace(random_split=True))
+    source = FungiSource(random_split=True)
     assert sorted(c.name for c in source.plan(fixture.root).classes) == sorted(names)
     val = json.loads((fixture.root / "val.json").read_text())
     val["categories"] = val["categories"][:1]

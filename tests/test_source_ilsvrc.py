@@ -4,7 +4,6 @@ rejects, determinism across runs, workers and layouts, and layout errors before 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import tarfile
@@ -17,6 +16,7 @@ from beam_pipelines.conversion import convert
 from beam_pipelines.sources import get_source_class
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.ilsvrc import REFERENCE_DATA, IlsvrcSource, load_duplicate_lists
+from beam_pipelines.sources.source_config import ConfigError
 from episodes.hierarchy.imagenet_dag import TEST_ROOT, VALID_ROOT, build_imagenet_hierarchy
 from episodes.hierarchy.wordnet import WordNet, read_wordnet, write_imagenet_is_a
 from episodes.records.dataset_spec import ALL_SPLITS, DagHierarchy, Split, load_spec
@@ -30,7 +30,7 @@ from tests.raw_fixtures.ilsvrc import (
 
 def _source(**options) -> IlsvrcSource:
     options.setdefault("ilsvrc_allow_missing_classes", True)
-    return IlsvrcSource(argparse.Namespace(**options))
+    return IlsvrcSource(**options)
 
 
 def _digests(folder, suffixes=(".tfrecords", ".index", ".json")) -> dict[str, str]:
@@ -204,7 +204,7 @@ def test_all_classes_required_by_default(converted, tmp_path):
     from tests.conftest import make_local_runner
 
     with pytest.raises(LayoutError, match=r"990 of the 1,000 ILSVRC-2012 classes are missing"):
-        convert(IlsvrcSource(argparse.Namespace()), fixture.root, output, make_local_runner(1))
+        convert(IlsvrcSource(), fixture.root, output, make_local_runner(1))
     assert not output.exists() and not list(tmp_path.iterdir())
 
 
@@ -251,9 +251,9 @@ def test_other_layout_errors(tmp_path):
 def test_hierarchy_option_errors(converted, tmp_path):
     fixture, _, _ = converted
     with pytest.raises(
-        LayoutError, match="--ilsvrc_is_a and --ilsvrc_words must be given together"
+        ConfigError, match="--ilsvrc-is-a and --ilsvrc-words must be given together"
     ):
-        _source(ilsvrc_is_a=str(tmp_path / "is_a.txt")).plan(fixture.root)
+        _source(ilsvrc_is_a=str(tmp_path / "is_a.txt"))
     with pytest.raises(LayoutError, match=f"{tmp_path}: no data.noun found"):
         _source(ilsvrc_wordnet=str(tmp_path)).plan(fixture.root)
 
@@ -264,12 +264,12 @@ def test_cli_lists_the_source_options(capsys):
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
     for option in (
-        "--ilsvrc_remove_duplicates",
-        "--no-ilsvrc_remove_duplicates",
-        "--ilsvrc_wordnet",
-        "--ilsvrc_is_a",
-        "--ilsvrc_words",
-        "--ilsvrc_allow_missing_classes",
+        "--ilsvrc-remove-duplicates",
+        "--no-ilsvrc-remove-duplicates",
+        "--ilsvrc-wordnet",
+        "--ilsvrc-is-a",
+        "--ilsvrc-words",
+        "--ilsvrc-allow-missing-classes",
     ):
         assert option in text
 
@@ -287,7 +287,7 @@ def test_all_1000_classes_plan_the_reference_spec(tmp_path, reference_data):
     reference = load_spec(reference_data / "dataset_specs" / "ilsvrc_2012_dataset_spec.json")
     for wnid in reference.class_names:
         (tmp_path / "train" / wnid).mkdir(parents=True)
-    plan = IlsvrcSource(argparse.Namespace()).plan(tmp_path)
+    plan = IlsvrcSource().plan(tmp_path)
     assert [c.name for c in plan.classes] == reference.class_names
     for split in ALL_SPLITS:
         assert [i for i, c in enumerate(plan.classes) if c.split == split] == reference.classes(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import shutil
@@ -29,7 +28,7 @@ def _digest(folder) -> dict[str, str]:
 
 
 def _source(**options) -> LfwSource:
-    return LfwSource(argparse.Namespace(**options))
+    return LfwSource(**options)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +95,7 @@ def test_min_images_selects_people(fixture):
         "Jo_Ann_Lee",
     ]
     with pytest.raises(
-        LayoutError, match="no person has 13 images .at most 12.; lower --lfw_min_images"
+        LayoutError, match="no person has 13 images .at most 12.; lower --lfw-min-images"
     ):
         _source(lfw_min_images=13).plan(fixture.root)
 

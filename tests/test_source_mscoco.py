@@ -3,7 +3,6 @@ reference, crowd annotations kept (or left out on request), bad boxes and images
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 
@@ -12,6 +11,7 @@ from PIL import Image
 
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.mscoco import MSCOCOSource, enlarged_box
+from beam_pipelines.sources.source_config import ConfigError
 from episodes.records.record_reader import RecordReader
 from tests.meta_dataset_checks import check_matches_reference, convert_source, reference_spec
 from tests.raw_fixtures.mscoco import HEIGHT, WIDTH, write_mscoco_fixture
@@ -68,18 +68,20 @@ def test_records_are_the_enlarged_crops(converted):
 def test_exclude_crowd_and_bad_layouts(tmp_path):
     fixture = write_mscoco_fixture(tmp_path / "raw")
     crowd = fixture.details["crowd_class"]
-    default = MSCOCOSource(argparse.Namespace()).plan(fixture.root)
-    strict = MSCOCOSource(argparse.Namespace(mscoco_exclude_crowd=True)).plan(fixture.root)
+    default = MSCOCOSource().plan(fixture.root)
+    strict = MSCOCOSource(mscoco_exclude_crowd=True).plan(fixture.root)
     assert default.expected_items - strict.expected_items == 1
     assert strict.provenance["crowd_annotations_left_out"] == 1 and crowd
-    with pytest.raises(LayoutError, match="--mscoco_box_scale_ratio 0.5"):
-        MSCOCOSource(argparse.Namespace(mscoco_box_scale_ratio=0.5)).plan(fixture.root)
+    with pytest.raises(ConfigError, match="--mscoco-box-scale-ratio 0.5: expected a number >= 1"):
+        MSCOCOSource(mscoco_box_scale_ratio=0.5)
     with pytest.raises(LayoutError, match="not an MSCOCO train2017 layout"):
-        MSCOCOSource(argparse.Namespace()).plan(fixture.root / "train2017")
+        MSCOCOSource().plan(fixture.root / "train2017")
     path = fixture.root / "annotations" / "instances_train2017.json"
     raw = json.loads(path.read_text())
     raw["categories"] = [c for c in raw["categories"] if c["name"] != "zebra"]
-    raw["annotations"] = [a for a in raw["annotations"] if a["category_id"] in {c["id"] for c in raw["categories"]}]
+    raw["annotations"] = [
+        a for a in raw["annotations"] if a["category_id"] in {c["id"] for c in raw["categories"]}
+    ]
     path.write_text(json.dumps(raw))
     with pytest.raises(LayoutError, match="'zebra' of the split list"):
-        MSCOCOSource(argparse.Namespace()).plan(fixture.root)
+        MSCOCOSource().plan(fixture.root)

@@ -4,7 +4,6 @@ truncated file reported, the reference's pixels by default, lossless with
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 
@@ -14,6 +13,7 @@ from PIL import Image
 
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.quickdraw import QuickDrawSource
+from beam_pipelines.sources.source_config import ConfigError
 from episodes.records.record_reader import RecordReader
 from tests.meta_dataset_checks import check_matches_reference, convert_source, reference_spec
 from tests.raw_fixtures.quickdraw import write_quickdraw_fixture
@@ -80,7 +80,7 @@ def test_chunks_and_max_per_class(tmp_path):
         quickdraw_chunk_rows=2,
         pixel_convention="original",  # lossless, to compare rows
     )
-    plan = QuickDrawSource(argparse.Namespace(**options)).plan(fixture.root)
+    plan = QuickDrawSource(**options).plan(fixture.root)
     assert plan.expected_items == 10 and len(plan.units) == 6
     report = convert_source(QuickDrawSource, fixture.root, tmp_path / "out", **options)
     assert report.spec.images_per_class == [5, 5]
@@ -94,11 +94,9 @@ def test_chunks_and_max_per_class(tmp_path):
 
 def test_bad_layouts(tmp_path):
     with pytest.raises(LayoutError, match="no <category>.npy files"):
-        QuickDrawSource(argparse.Namespace()).plan(tmp_path)
+        QuickDrawSource().plan(tmp_path)
     fixture = write_quickdraw_fixture(tmp_path / "raw", classes=["cat"])
-    with pytest.raises(LayoutError, match="--quickdraw_max_per_class 0"):
-        QuickDrawSource(argparse.Namespace(random_split=True, quickdraw_max_per_class=0)).plan(
-            fixture.root
-        )
+    with pytest.raises(ConfigError, match="--quickdraw-max-per-class 0: expected an integer >= 1"):
+        QuickDrawSource(random_split=True, quickdraw_max_per_class=0)
     with pytest.raises(LayoutError, match="'hedgehog' of the split list"):
-        QuickDrawSource(argparse.Namespace()).plan(fixture.root)
+        QuickDrawSource().plan(fixture.root)

@@ -3,7 +3,6 @@ feature, pooled splits, TFRecord and ArrayRecord shards, a corrupt record, never
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import shutil
@@ -103,7 +102,7 @@ def _digest(folder) -> dict[str, str]:
 
 
 def _source(**options) -> TfdsSource:
-    return TfdsSource(argparse.Namespace(source=f"tfds:{NAME}", **options))
+    return TfdsSource(tfds_name=NAME, **options)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +120,7 @@ def test_converts_every_split_pooled_per_class(data_dir, tmp_path):
             f"tfds:{NAME}",
             "--input",
             str(tmp_path),
-            "--tfds_data_dir",
+            "--tfds-data-dir",
             str(data_dir),
             "--output",
             str(out),
@@ -178,17 +177,17 @@ def test_never_downloads_and_names_what_is_missing(tmp_path, capsys):
     with pytest.raises(
         LayoutError, match=r"TFDS dataset 'mnist' is not prepared there .*never downloads"
     ):
-        TfdsSource(argparse.Namespace(source="tfds:mnist")).plan(empty)
+        TfdsSource(tfds_name="mnist").plan(empty)
     assert not any(empty.iterdir())
     with pytest.raises(LayoutError, match="'no_such_dataset_xyz' not found there"):
-        TfdsSource(argparse.Namespace(source="tfds:no_such_dataset_xyz")).plan(empty)
+        TfdsSource(tfds_name="no_such_dataset_xyz").plan(empty)
     with pytest.raises(LayoutError, match="expected tfds:NAME"):
-        TfdsSource(argparse.Namespace(source="tfds")).plan(empty)
+        TfdsSource().plan(empty)
     with pytest.raises(LayoutError, match="not found"):
         _source().plan(tmp_path / "missing")
     with pytest.raises(SystemExit):
         convert_cli.main(["--source", "tfds:mnist", "--help"])
-    assert "--tfds_data_dir" in capsys.readouterr().out
+    assert "--tfds-data-dir" in capsys.readouterr().out
 
 
 def test_unknown_split_and_feature_keys(data_dir):
@@ -197,6 +196,6 @@ def test_unknown_split_and_feature_keys(data_dir):
     ):
         _source(tfds_split="validation").plan(data_dir)
     with pytest.raises(
-        LayoutError, match=r"top-level Image features \['image'\]; .*--tfds_image_key \(got 'id'\)"
+        LayoutError, match=r"top-level Image features \['image'\]; .*--tfds-image-key \(got 'id'\)"
     ):
         _source(tfds_image_key="id").plan(data_dir)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 from beam_pipelines.sources.base import LayoutError
@@ -41,10 +39,14 @@ def test_two_workers_give_the_same_bytes(converted, tmp_path):
 
 
 def test_random_split_keeps_every_class_for_test(tmp_path):
-    fixture = write_traffic_sign_fixture(tmp_path / "raw", classes=["00.Speed limit (20km/h)", "14.Stop"])
-    plan = TrafficSignSource(argparse.Namespace(random_split=True)).plan(fixture.root)
+    fixture = write_traffic_sign_fixture(
+        tmp_path / "raw", classes=["00.Speed limit (20km/h)", "14.Stop"]
+    )
+    plan = TrafficSignSource(random_split=True).plan(fixture.root)
     assert [(c.name, c.split.value) for c in plan.classes] == [
-        ("00.Speed limit (20km/h)", "test"), ("14.Stop", "test")]
+        ("00.Speed limit (20km/h)", "test"),
+        ("14.Stop", "test"),
+    ]
 
 
 def test_bad_layouts(tmp_path):
@@ -53,10 +55,10 @@ def test_bad_layouts(tmp_path):
     good = csv_path.read_text()
     csv_path.write_text(good.replace(";14\n", ";15\n"))
     with pytest.raises(LayoutError, match="has ClassId 15 inside class folder 00014"):
-        TrafficSignSource(argparse.Namespace(random_split=True)).plan(fixture.root)
+        TrafficSignSource(random_split=True).plan(fixture.root)
     csv_path.write_text(good)
     (fixture.root / "Final_Training" / "Images" / "00043").mkdir()
     with pytest.raises(LayoutError, match="names only 43 classes"):
-        TrafficSignSource(argparse.Namespace(random_split=True)).plan(fixture.root)
+        TrafficSignSource(random_split=True).plan(fixture.root)
     with pytest.raises(LayoutError, match="not a GTSRB layout"):
-        TrafficSignSource(argparse.Namespace()).plan(tmp_path)
+        TrafficSignSource().plan(tmp_path)

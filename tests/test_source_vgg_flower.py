@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pytest
 from scipy.io import loadmat, savemat
@@ -31,18 +29,18 @@ def test_published_split_gives_the_reference_classes(converted, reference_data):
 def test_images_go_to_the_class_of_their_label(converted):
     fixture, out, _ = converted
     labels = loadmat(str(fixture.root / "imagelabels.mat"))["labels"].reshape(-1).astype(int)
-    plan = VggFlowerSource(argparse.Namespace()).plan(fixture.root)
+    plan = VggFlowerSource().plan(fixture.root)
     for unit in plan.units:
         class_name, entries = unit.payload
         for entry in entries:
-            index = int(entry.key[len("image_"):-len(".jpg")])
+            index = int(entry.key[len("image_") : -len(".jpg")])
             assert int(class_name[:3]) == labels[index - 1]
 
 
 def test_bad_labels_and_layouts(tmp_path):
     names = ["001.pink primrose", "002.hard-leaved pocket orchid", "003.canterbury bells"]
     fixture = write_vgg_flower_fixture(tmp_path / "raw", classes=names)  # one per random split
-    source = VggFlowerSource(argparse.Namespace(random_split=True))
+    source = VggFlowerSource(random_split=True)
     assert sorted(c.name for c in source.plan(fixture.root).classes) == names
     savemat(str(fixture.root / "imagelabels.mat"), {"labels": np.array([[1, 103]], dtype=float)})
     with pytest.raises(LayoutError, match="label 103 outside 1..102"):
