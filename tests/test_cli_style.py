@@ -63,14 +63,23 @@ def commands() -> list[str]:
     for package in PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
             module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            module = module.removesuffix(".__main__")  # a package command: python -m package
             if module not in NOT_COMMANDS and '__name__ == "__main__"' in path.read_text():
                 found.append(module)
     return found
 
 
+def command_module(name: str):
+    """The module `python -m name` runs (a package's `__main__`)."""
+    module = importlib.import_module(name)
+    if not hasattr(module, "build_parser") and hasattr(module, "__path__"):
+        module = importlib.import_module(f"{name}.__main__")
+    return module
+
+
 def command_parsers(module_name: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """Every parser of a command: its own, each sub-command's, and (convert) each source's."""
-    module = importlib.import_module(module_name)
+    module = command_module(module_name)
     build = getattr(module, "build_parser", None)
     if build is None:
         return
@@ -114,7 +123,7 @@ def violations(name: str, parser: argparse.ArgumentParser) -> Iterator[str]:
 def all_violations() -> set[str]:
     found = set()
     for module_name in commands():
-        module = importlib.import_module(module_name)
+        module = command_module(module_name)
         if getattr(module, "build_parser", None) is None:
             found.add(f"{module_name}: no build_parser() to walk")
             continue

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -11,20 +14,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from episodes.glyph_dataset import (
-    BACKGROUND,
-    EVALUATION,
-    MANIFEST_NAME,
-    MAX_ALPHABET_SIZE,
-    MIN_ALPHABET_SIZE,
-    GlyphDatasetConfig,
-    GlyphDatasetError,
-    alphabet_catalogue,
-    generate,
-    main,
-    plan_alphabets,
-)
+from episodes.glyph_dataset import GlyphDatasetConfig, GlyphDatasetError, generate
+from episodes.glyph_dataset.alphabet_plan import plan_alphabets
+from episodes.glyph_dataset.cli import main
+from episodes.glyph_dataset.config import BACKGROUND, EVALUATION
+from episodes.glyph_dataset.glyph_selection import alphabet_catalogue
+from episodes.glyph_dataset.manifest import MANIFEST_NAME
+from episodes.glyph_dataset.script_groups import MAX_ALPHABET_SIZE, MIN_ALPHABET_SIZE
 
+REPO = Path(__file__).resolve().parents[1]
 FILE_NAME = re.compile(r"^(\d{4})_(\d{2})\.png$")
 
 
@@ -153,6 +151,147 @@ def test_zip_members_equal_folder_files(tmp_path):
     )
 
 
+# Recorded once with the single-module generator (before it became a package): the SHA-256 of
+# every file of two small configurations. The split into modules must not change one byte.
+# The digests hold for the library versions and fonts below (GENERATOR.json's "environment");
+# re-record only when requirements.lock changes them.
+RECORDED_ENVIRONMENT = {
+    "pillow": "12.3.0",
+    "freetype": "2.14.3",
+    "numpy": "2.4.6",
+    "scipy": "1.17.1",
+    "zlib": "1.2.13",
+    "unicode": "14.0.0",
+    "fonts": {
+        "DejaVuSans.ttf": "3fdf69cabf06049e",
+        "DejaVuSerif.ttf": "107244956e9962b9",
+        "DejaVuSansMono.ttf": "602ec86b8948cfcd",
+        "STIXGeneral.ttf": "167378031e2dddc6",
+        "DejaVuSans-Bold.ttf": "b184b89e3c1075f2",
+        "DejaVuSerif-Bold.ttf": "c3753f2ed6bc673f",
+        "DejaVuSansMono-Bold.ttf": "baada9a5172fe208",
+        "STIXGeneralBol.ttf": "e8533dc7083fa346",
+    },
+}
+RECORDED_CATALOGUE_SHA256 = "475ecbb8a43b7898f1aee0584b87b0c9f6d715e33a17a238f67cdeb2c6e1fb52"
+FOLDERS_CONFIG = GlyphDatasetConfig(seed=3, alphabets=3, examples=3, max_characters=2)
+FOLDERS_SHA256 = {
+    "GENERATOR.json": "28ced050a0ceb8d6c9a696e1003485f2685027806b8521db5ff4659d2bab2df5",
+    "images_background/Latin/character01/0001_01.png": (
+        "1de4ec4bbd720ebe85f9bcca6fbd170f2851efa98d5189983caffc4c0212621a"
+    ),
+    "images_background/Latin/character01/0001_02.png": (
+        "bd75815e010b218f5a804578998cb5d740456081b65fc6477953678ce32537df"
+    ),
+    "images_background/Latin/character01/0001_03.png": (
+        "f2404030c0f99d3f02f3246c019d253044b588b2073fd9a6e44c4320b9529fbd"
+    ),
+    "images_background/Latin/character02/0002_01.png": (
+        "688b9b5f3ba993df42d2af91bd11cd9031c23c50db0e498d1395278296b50a3c"
+    ),
+    "images_background/Latin/character02/0002_02.png": (
+        "686f9a2d80c5752453dc161e02fa2e13757f0506008242f886367257ea07cbff"
+    ),
+    "images_background/Latin/character02/0002_03.png": (
+        "3527157708d75e303be8b192459bda70f9b3ab19a7119bb10a57907273f18dec"
+    ),
+    "images_background/Latin_Minuscule/character01/0003_01.png": (
+        "1592d44717fb814a8b3fe132aa84dee7cbe3fb5174125a842d0225e6bd4054da"
+    ),
+    "images_background/Latin_Minuscule/character01/0003_02.png": (
+        "e141b1af4164aa1f1b97707ce4555b0ee8a69400dcf38ba0e0eb4feaaeeec7db"
+    ),
+    "images_background/Latin_Minuscule/character01/0003_03.png": (
+        "6c977b9822fcf419ab2142abc12e3c6d5ae7a430619f9f558bf1c8496cc8c394"
+    ),
+    "images_background/Latin_Minuscule/character02/0004_01.png": (
+        "6bee72b19970f13aba0ccdeb9a4ae32cbc0127c9e07322768c6b8dfe57ccf461"
+    ),
+    "images_background/Latin_Minuscule/character02/0004_02.png": (
+        "a148187257076b89ac93855f39e1f943208e73ac23fff6ebaa7b3dacaa113ccd"
+    ),
+    "images_background/Latin_Minuscule/character02/0004_03.png": (
+        "6ab31852c1b0f4a85dde185c2639cd599a3956c56be963e5c404a801fcfd1979"
+    ),
+    "images_evaluation/Greek/character01/0005_01.png": (
+        "91699faeb82f241a50e46b894e63988595685965ae5f7d58c751b2dc9b0c4f75"
+    ),
+    "images_evaluation/Greek/character01/0005_02.png": (
+        "402e6cb7da5fa39b6e4d1f7af84b1c9cefd94c9234477b7b3a9385756355a782"
+    ),
+    "images_evaluation/Greek/character01/0005_03.png": (
+        "3fd52a63ccaefe5a83f1709a65479accc9d9508bd00d294f9000f63a1832fe44"
+    ),
+    "images_evaluation/Greek/character02/0006_01.png": (
+        "d47c1c9222d3c27c494148f9c457ad427ed1502202e9ae772e7c63b0e7821fca"
+    ),
+    "images_evaluation/Greek/character02/0006_02.png": (
+        "ef7768339b6f8b820037dd54cfa1441fe370f9770a4a69ae6b25c3460dd64e7f"
+    ),
+    "images_evaluation/Greek/character02/0006_03.png": (
+        "f449fa910840e26d2e285181f4dc996977cdf608e870fbf9d9c40e63593779a0"
+    ),
+}
+# 22 alphabets reach the STIX-only (Fraktur) and sans-only (Georgian) groups.
+ZIPS_CONFIG = GlyphDatasetConfig(
+    seed=1, alphabets=22, examples=2, max_characters=1, size=64, as_zip=True
+)
+ZIPS_SHA256 = {
+    "GENERATOR.json": "b863cc13d62159b8ee9801ffc6585926f69103c3a6d82c4292e4e54e98872da5",
+    "images_background.zip": ("9edbe409e11b4591e206c9a9f4d8525315273519add9a9be3592596e8971edba"),
+    "images_evaluation.zip": ("02a9ba0b1beba8c053ee539d58602abfd6e05991987f9cd010a2a0f72f8aed5c"),
+}
+
+
+def _sha256s(root: Path) -> dict[str, str]:
+    return {name: hashlib.sha256(data).hexdigest() for name, data in _files(root).items()}
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"), [(FOLDERS_CONFIG, FOLDERS_SHA256), (ZIPS_CONFIG, ZIPS_SHA256)]
+)
+def test_output_bytes_equal_the_recorded_digests(tmp_path, config, expected):
+    """Generated twice (1 and 2 worker processes): every file equals the recorded SHA-256."""
+    generate(tmp_path / "one", config, progress=False, workers=1)
+    generate(tmp_path / "two", config, progress=False, workers=2)
+    environment = json.loads((tmp_path / "one" / MANIFEST_NAME).read_text())["environment"]
+    assert environment == RECORDED_ENVIRONMENT, "other library versions: re-record the digests"
+    one, two = _sha256s(tmp_path / "one"), _sha256s(tmp_path / "two")
+    assert one == two
+    changed = sorted(
+        name for name in expected.keys() | one.keys() if one.get(name) != expected.get(name)
+    )
+    assert not changed, f"bytes differ from the recorded generator output: {changed}"
+    digest = hashlib.sha256(repr(alphabet_catalogue()).encode()).hexdigest()
+    assert digest == RECORDED_CATALOGUE_SHA256, "the catalogue of alphabets changed"
+
+
+# numpy, Pillow, matplotlib's fonts (found on disk; fontTools, matplotlib's own dependency, reads
+# their cmaps) and scipy.ndimage for the warp and blur (its version is in the cache key).
+GLYPH_IMPORTS = {"numpy", "PIL", "matplotlib", "fontTools", "scipy"}
+
+
+def test_the_package_imports_only_its_libraries_and_episodes_util():
+    import ast
+
+    package = REPO / "episodes" / "glyph_dataset"
+    found = set()
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module)
+    outside = {
+        name
+        for name in found
+        if name.split(".")[0] not in sys.stdlib_module_names | GLYPH_IMPORTS
+        and not name.startswith(("episodes.util.", "episodes.glyph_dataset"))
+    }
+    assert not outside, f"episodes/glyph_dataset imports {sorted(outside)}"
+    assert "episodes.util.progress_lines" in found  # progress in the toolkit's one format
+
+
 def test_cache_skips_regeneration_and_overwrite_forces(tmp_path):
     config = GlyphDatasetConfig(seed=0, alphabets=2, examples=2, max_characters=2)
     root = tmp_path / "out"
@@ -177,6 +316,31 @@ def test_cli_prints_summary(tmp_path, capsys):
     assert "1 background + 1 evaluation alphabets" in printed and str(out) in printed
     assert main([*args, "--quiet"]) == 0
     assert "Up to date" in capsys.readouterr().out
+
+
+def test_python_m_package_and_its_old_name_write_the_same_bytes(tmp_path):
+    """`python -m episodes.glyph_dataset` runs the package's __main__ (spawned workers too);
+    the old `python -m beam_pipelines.glyph_dataset` still runs it, with a one-line note."""
+    args = ["--alphabets", "2", "--examples", "2", "--max-characters", "2", "--quiet"]
+    runs = {}
+    for module in ("episodes.glyph_dataset", "beam_pipelines.glyph_dataset"):
+        out = tmp_path / module
+        command = [sys.executable, "-m", module, "--output", str(out), *args, "--workers", "2"]
+        runs[module] = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+        assert runs[module].returncode == 0, runs[module].stderr
+        assert "Generated in" in runs[module].stdout
+    assert runs["episodes.glyph_dataset"].stderr == ""
+    assert runs["beam_pipelines.glyph_dataset"].stderr.startswith(
+        "note: python -m beam_pipelines.glyph_dataset is now python -m episodes.glyph_dataset"
+    )
+    assert _files(tmp_path / "episodes.glyph_dataset") == _files(
+        tmp_path / "beam_pipelines.glyph_dataset"
+    )
+    bad = [sys.executable, "-m", "episodes.glyph_dataset", "--output", str(tmp_path / "x")]
+    failed = subprocess.run([*bad, "--size", "8"], capture_output=True, text=True, cwd=REPO)
+    assert failed.returncode == 2 and failed.stderr == (
+        "python -m episodes.glyph_dataset: error: --size must be between 28 and 512 pixels, got 8\n"
+    )
 
 
 @pytest.mark.parametrize(
