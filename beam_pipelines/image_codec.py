@@ -143,7 +143,7 @@ def encode_as_reference(
     if data is not None and unchanged and wants_rgb_jpeg and is_kept_as_is(image):
         return data
     image = reference_pixels(image, options.invert)
-    if options.mode != "RGB":  # an explicit --image_mode L on top of the convention
+    if options.mode != "RGB":  # an explicit --image-mode L on top of the convention
         image = image.convert(options.mode)
     if options.resize is not None and image.size != (options.resize, options.resize):
         image = image.resize((options.resize, options.resize), Image.Resampling.BILINEAR)

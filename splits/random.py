@@ -2,7 +2,7 @@
 
 `python -m splits.random --classes-from DATASET_OR_SPEC --fractions 0.7 0.15 0.15 --seed 0
 --output FILE`.  The one fraction rule of `split_sizes` (valid and test get floor(f * N)
-classes, train the rest, no asked-for split empty), shared with `convert --split_fractions`:
+classes, train the rest, no asked-for split empty), shared with `convert --split-fractions`:
 the same class names, fractions and seed give the same split.
 """
 

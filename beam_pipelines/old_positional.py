@@ -1,0 +1,37 @@
+"""The old positional dataset folder of `verify OUT` / `cache OUT`, still accepted for one
+release as `--dataset OUT` with a one-line note (the one CLI style, episodes.util.cli_style)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from episodes.util.cli_style import OLD_SPELLINGS_UNTIL
+
+
+def positional_as_flag(
+    parser: argparse.ArgumentParser, argv: Sequence[str], flag: str = "--dataset"
+) -> list[str]:
+    """`argv` with its first positional (not the value of a flag) given as `flag POSITIONAL`,
+    and a note saying so. A flag the parser does not know (a Beam runner flag) is taken to carry
+    a value unless written `--name=value` or followed by another flag."""
+    args = list(argv)
+    position = 0
+    while position < len(args):
+        arg = args[position]
+        if arg == "--":
+            break
+        if not arg.startswith("-") or arg == "-":
+            print(
+                f"note: the positional folder {arg} is now {flag} {arg}; the old form goes in "
+                f"{OLD_SPELLINGS_UNTIL}",
+                file=sys.stderr,
+            )
+            return args[:position] + [flag, arg] + args[position + 1 :]
+        name, eq, _ = arg.partition("=")
+        action = parser._option_string_actions.get(name)
+        known_flag_without_value = action is not None and action.nargs == 0
+        next_is_flag = position + 1 < len(args) and args[position + 1].startswith("-")
+        position += 1 if (eq or known_flag_without_value or next_is_flag) else 2
+    return args
