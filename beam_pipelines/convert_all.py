@@ -114,13 +114,32 @@ class AllSourcesReport:
                 spec = o.spec
                 splits = (
                     " / ".join(f"{s.value} {len(spec.classes(s))}" for s in Split)
-                    if spec.has_splits else "no fixed split"
+                    if spec.has_splits
+                    else "no fixed split"
                 )
-                rows.append((o.source, o.folder.name, o.status, str(spec.num_classes),
-                             f"{spec.total_images:,}", str(o.rejected), splits))
+                rows.append(
+                    (
+                        o.source,
+                        o.folder.name,
+                        o.status,
+                        str(spec.num_classes),
+                        f"{spec.total_images:,}",
+                        str(o.rejected),
+                        splits,
+                    )
+                )
             else:
-                rows.append((o.source, o.folder.name if o.folder else "-", o.status, "-", "-", "-",
-                             o.reason))
+                rows.append(
+                    (
+                        o.source,
+                        o.folder.name if o.folder else "-",
+                        o.status,
+                        "-",
+                        "-",
+                        "-",
+                        o.reason,
+                    )
+                )
         widths = [max(len(r[i]) for r in rows) for i in range(6)]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r[:6], widths)) + "  " + r[6] for r in rows]
         lines.append(
@@ -146,7 +165,9 @@ def candidate_sources(only: list[str] | None = None) -> list[str]:
     if only:
         unknown = [n for n in only if n not in names]
         if unknown:
-            raise LayoutError(f"--sources {','.join(unknown)}: expected names among {', '.join(names)}")
+            raise LayoutError(
+                f"--sources {','.join(unknown)}: expected names among {', '.join(names)}"
+            )
         names = [n for n in names if n in only]
     return names
 
@@ -195,7 +216,9 @@ def plan_sources(
             continue
         if plan.dataset_name in datasets:
             outcome.status = "skipped"
-            outcome.reason = f"dataset {plan.dataset_name!r} already comes from {datasets[plan.dataset_name]}"
+            outcome.reason = (
+                f"dataset {plan.dataset_name!r} already comes from {datasets[plan.dataset_name]}"
+            )
             continue
         datasets[plan.dataset_name] = name
         outcome.status, outcome.plan, outcome.source_object = "planned", plan, source
@@ -297,7 +320,9 @@ def build_parser() -> CommandParser:
     )
     group = parser.add_argument_group("all sources")
     group.add_argument(
-        "--sources", default=None, help="comma-separated subset of sources to look for (default: all)"
+        "--sources",
+        default=None,
+        help="comma-separated subset of sources to look for (default: all)",
     )
     group.add_argument(
         "--splits-dir",
@@ -319,8 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "split_file", None):
         parser.error("--split-file names one dataset's split; with --all use --splits-dir DIR")
     if any(storage_paths.is_remote(p) for p in (args.input, args.output)):
-        parser.error("--all reads and writes local folders; convert object-storage URLs one "
-                     "source at a time (--source NAME, see README 'Running at scale')")
+        parser.error(
+            "--all reads and writes local folders; convert object-storage URLs one "
+            "source at a time (--source NAME, see README 'Running at scale')"
+        )
     unknown = [a for a in beam_args if a.startswith("--")]
     if unknown and args.runner.lower() in ("directrunner", "direct"):
         print(f"error: unknown option(s) {' '.join(unknown)} for the DirectRunner", file=sys.stderr)
@@ -331,8 +358,13 @@ def main(argv: list[str] | None = None) -> int:
         configs = configs_from_args(args, candidate_sources(only), args.splits_dir)
         runner = make_runner(args, beam_args)
         report = convert_all(
-            Path(args.input), Path(args.output), runner, configs,
-            overwrite=args.overwrite, only=only, exit_on_ctrl_c=True,
+            Path(args.input),
+            Path(args.output),
+            runner,
+            configs,
+            overwrite=args.overwrite,
+            only=only,
+            exit_on_ctrl_c=True,
         )
     except (LayoutError, OutputExistsError, OutputLockedError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -56,9 +56,7 @@ class MSCOCOConfig(ListedSplitConfig):
     mscoco_exclude_crowd: bool = option(
         False, "leave out iscrowd=1 annotations (the reference keeps them)"
     )
-    mscoco_images_per_unit: int = option(
-        DEFAULT_IMAGES_PER_UNIT, "images per work unit", minimum=1
-    )
+    mscoco_images_per_unit: int = option(DEFAULT_IMAGES_PER_UNIT, "images per work unit", minimum=1)
 
 
 class MSCOCOSource(ListedSplitSource):
@@ -87,7 +85,9 @@ class MSCOCOSource(ListedSplitSource):
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise LayoutError(f"{annotation_path}: not a readable JSON file ({exc})") from None
         if not all(isinstance(raw.get(k), list) for k in ("categories", "annotations")):
-            raise LayoutError(f"{annotation_path}: expected COCO 'categories' and 'annotations' lists")
+            raise LayoutError(
+                f"{annotation_path}: expected COCO 'categories' and 'annotations' lists"
+            )
         categories = {int(c["id"]): str(c["name"]) for c in raw["categories"]}
         file_names = {int(i["id"]): str(i["file_name"]) for i in raw.get("images", [])}
         per_image: dict[int, list[tuple[str, str, tuple | None, str | None]]] = defaultdict(list)
@@ -120,7 +120,9 @@ class MSCOCOSource(ListedSplitSource):
             count = sum(len(a) for _, a in images)
             units.append(WorkUnit(f"images#{start // per_unit:06d}", images, count))
         return LayoutScan(
-            root, sorted(set(categories.values())), units,
+            root,
+            sorted(set(categories.values())),
+            units,
             provenance={
                 "annotations": str(annotation_path.relative_to(root)),
                 "box_scale_ratio": scale,

@@ -41,7 +41,9 @@ def _scan_folder(root: Path | ObjectPath) -> tuple[dict[str, dict[str, list[str]
     (files outside character folders, FIFOs, broken or looping links, folder loops)."""
     tree: dict[str, dict[str, list[str]]] = {}
     top = list_entries(root)
-    skipped = top.skipped + [(str(f), "a file outside <Alphabet>/<characterNN>/") for f in top.files]
+    skipped = top.skipped + [
+        (str(f), "a file outside <Alphabet>/<characterNN>/") for f in top.files
+    ]
     for alphabet in top.folders:
         level = list_entries(alphabet, [root])
         skipped += level.skipped

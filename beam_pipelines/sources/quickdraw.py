@@ -68,8 +68,11 @@ class QuickDrawSource(ListedSplitSource):
 
     def scan(self, input_path: Path) -> LayoutScan:
         root = next(
-            (c for c in (input_path, *(input_path / w for w in WRAPPERS))
-             if c.is_dir() and any(c.glob("*.npy"))),
+            (
+                c
+                for c in (input_path, *(input_path / w for w in WRAPPERS))
+                if c.is_dir() and any(c.glob("*.npy"))
+            ),
             None,
         )
         if root is None:
@@ -91,9 +94,13 @@ class QuickDrawSource(ListedSplitSource):
             for start in range(0, rows, chunk):
                 stop = min(start + chunk, rows)
                 key = f"{path.stem}#{start:09d}"
-                units.append(WorkUnit(key, (path.stem, str(path), start, stop, side, None), stop - start))
+                units.append(
+                    WorkUnit(key, (path.stem, str(path), start, stop, side, None), stop - start)
+                )
         return LayoutScan(
-            root, names, units,
+            root,
+            names,
+            units,
             provenance={"max_per_class": limit, "rows_selected": rows_total},
         )
 

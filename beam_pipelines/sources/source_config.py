@@ -251,7 +251,9 @@ def add_config_arguments(
             text += f" (default {shown})"
         common = {"dest": f.name, "default": argparse.SUPPRESS, "help": text}
         if kind.base is bool:
-            container.add_argument(flag, action="store_const", const=True, renamed_from=old, **common)
+            container.add_argument(
+                flag, action="store_const", const=True, renamed_from=old, **common
+            )
             if f.default:
                 negated = "--no-" + flag[2:]
                 container.add_argument(
