@@ -24,7 +24,7 @@ from pathlib import Path
 import apache_beam as beam
 import numpy as np
 
-from beam_pipelines.old_positional import positional_as_flag
+from beam_pipelines.old_positional import parse_with_one_dataset
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.images.decoded_cache import (
     MANIFEST,
@@ -44,7 +44,6 @@ from episodes.util.cli_style import (
     CommandParser,
     add_dataset_argument,
     command_parser,
-    single_dataset,
 )
 
 SUM_SUFFIX = ".npy.sum"  # per-class entry the workers leave for the driver's manifest
@@ -204,14 +203,7 @@ def build_parser() -> CommandParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    given = sys.argv[1:] if argv is None else argv
-    args, beam_args = parser.parse_known_args(positional_as_flag(parser, given))
-    try:
-        dataset = single_dataset(args.dataset)
-    except ValueError as exc:
-        parser.error(str(exc))
-    if dataset is None:
-        parser.error("missing --dataset DIR (the converted dataset folder to cache)")
+    args, beam_args, dataset = parse_with_one_dataset(parser, argv, "cache")
     if args.size < 1:
         parser.error(f"--size {args.size}: expected a positive integer")
     if args.threads < 0:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from episodes.util.cli_style import OLD_SPELLINGS_UNTIL
+from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, single_dataset
 
 
 def positional_as_flag(
@@ -35,3 +35,20 @@ def positional_as_flag(
         next_is_flag = position + 1 < len(args) and args[position + 1].startswith("-")
         position += 1 if (eq or known_flag_without_value or next_is_flag) else 2
     return args
+
+
+def parse_with_one_dataset(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, purpose: str
+) -> tuple[argparse.Namespace, list[str], str]:
+    """`parse_known_args` of `argv` (default: the command line) with the old positional folder
+    taken as `--dataset`, and the one `--dataset` given; a missing or repeated one is a usage
+    error naming `purpose` (what the folder is for)."""
+    given = sys.argv[1:] if argv is None else argv
+    args, beam_args = parser.parse_known_args(positional_as_flag(parser, given))
+    try:
+        dataset = single_dataset(args.dataset)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if dataset is None:
+        parser.error(f"missing --dataset DIR (the converted dataset folder to {purpose})")
+    return args, beam_args, dataset

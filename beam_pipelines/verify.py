@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from beam_pipelines.old_positional import positional_as_flag
+from beam_pipelines.old_positional import parse_with_one_dataset
 from episodes.fetch import is_remote, require_local_dataset
 from episodes.images.decoded_cache import verify_cache
 from episodes.images.image_size_limit import use_image_size_limit
@@ -41,7 +41,6 @@ from episodes.util.cli_style import (
     CommandParser,
     add_dataset_argument,
     command_parser,
-    single_dataset,
 )
 from episodes.util.progress_lines import ProgressLines
 
@@ -303,14 +302,7 @@ def build_parser() -> CommandParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    given = sys.argv[1:] if argv is None else argv
-    args, beam_args = parser.parse_known_args(positional_as_flag(parser, given))
-    try:
-        dataset = single_dataset(args.dataset)
-    except ValueError as exc:
-        parser.error(str(exc))
-    if dataset is None:
-        parser.error("missing --dataset DIR (the converted dataset folder to check)")
+    args, beam_args, dataset = parse_with_one_dataset(parser, argv, "check")
     if is_remote(dataset) or beam_args:
         return verify_remote(dataset, beam_args, decode=not args.no_decode)
     path = Path(dataset)
