@@ -58,7 +58,7 @@ demo-data: venv
 	$(BIN)/python -m episodes.glyph_dataset --output $(RAW) --seed $(SEED)
 	$(BIN)/python -m beam_pipelines.convert --source omniglot --input $(RAW) \
 	    --output $(OUT)/omniglot --overwrite --direct_num_workers 2
-	$(BIN)/python -m beam_pipelines.verify $(OUT)/omniglot
+	$(BIN)/python -m beam_pipelines.verify --dataset $(OUT)/omniglot
 
 demo-episodes: venv
 	@echo "== demo 2/4: episodes (a picture of two, statistics of 1,000)"

@@ -12,7 +12,7 @@ setup(
     packages=find_packages(include=["episodes*", "beam_pipelines*", "splits*", "learners*"]),
     package_data={
         "splits": ["published/*.json", "published/*/*.json"],
-        "beam_pipelines.sources": ["reference_data/*", "reference_data/*/*"],
+        "beam_pipelines.sources": ["reference_data/*"],
     },
     include_package_data=True,
     install_requires=[

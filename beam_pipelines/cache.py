@@ -1,4 +1,4 @@
-"""`python -m beam_pipelines.cache OUT [--size 84]`: write the decoded cache of a converted dataset.
+"""`python -m beam_pipelines.cache --dataset OUT [--size 84]`: write the decoded cache of a converted dataset.
 
 One Beam element per class: decode all its records (thread pool), resize to SIZE x SIZE (the
 reader's `--resize` mode) and write `{class_id}.npy` into a staging folder, with its size and
@@ -11,7 +11,6 @@ Memory per worker holds one class. Runs on the DirectRunner unless `--runner` sa
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -25,6 +24,7 @@ from pathlib import Path
 import apache_beam as beam
 import numpy as np
 
+from beam_pipelines.old_positional import parse_with_one_dataset
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.images.decoded_cache import (
     MANIFEST,
@@ -40,6 +40,11 @@ from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.record_reader import CorruptRecordError, RecordReader
 from episodes.util.atomic_files import staging_folder
+from episodes.util.cli_style import (
+    CommandParser,
+    add_dataset_argument,
+    command_parser,
+)
 
 SUM_SUFFIX = ".npy.sum"  # per-class entry the workers leave for the driver's manifest
 
@@ -165,12 +170,18 @@ def build_cache(
     return finish_cache(staging, target, manifest_for(spec, size, entries, resize), overwrite)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m beam_pipelines.cache",
-        description="Decode a converted dataset into a memory-mappable uint8 cache per class.",
+def build_parser() -> CommandParser:
+    """`--dataset DIR` (the old positional folder still parses, with a note), size and runner."""
+    parser = command_parser(
+        "beam_pipelines.cache",
+        "Decode a converted dataset into a memory-mappable uint8 cache per class.",
     )
-    parser.add_argument("dataset", help="converted dataset folder (with dataset_spec.json)")
+    add_dataset_argument(
+        parser,
+        required=False,
+        several=False,
+        help="converted dataset folder (with dataset_spec.json)",
+    )
     parser.add_argument("--size", type=int, default=84, help="image side (default 84)")
     parser.add_argument(
         "--resize",
@@ -192,14 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, beam_args = parser.parse_known_args(argv)
+    args, beam_args, dataset = parse_with_one_dataset(parser, argv, "cache")
     if args.size < 1:
         parser.error(f"--size {args.size}: expected a positive integer")
     if args.threads < 0:
         parser.error(f"--threads {args.threads}: expected >= 0")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        spec = load_spec(args.dataset)
+        spec = load_spec(dataset)
         missing = [c for c in range(spec.num_classes) if not spec.records_path(c).exists()]
         if missing:
             raise DecodedCacheError(

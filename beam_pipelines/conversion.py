@@ -74,7 +74,9 @@ def check_output(output: Path | str, overwrite: bool) -> None:
     if output.exists() and not output.is_dir():
         raise OutputExistsError(f"{output}: exists and is not a folder")
     if output.exists() and any(output.iterdir()) and not overwrite:
-        raise OutputExistsError(f"{output}: output folder exists and is not empty (pass --overwrite)")
+        raise OutputExistsError(
+            f"{output}: output folder exists and is not empty (pass --overwrite)"
+        )
 
 
 def begin_output(output: Path | str, overwrite: bool) -> Path | str:
@@ -165,9 +167,8 @@ def _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_
         if lock is not None:
             lock.release()
 
-    stopped = (
-        f"interrupted: conversion stopped and its staging folder removed; {output} "
-        + ("is as it was" if existed else "was not written")
+    stopped = f"interrupted: conversion stopped and its staging folder removed; {output} " + (
+        "is as it was" if existed else "was not written"
     )
     start = time.monotonic()
     try:

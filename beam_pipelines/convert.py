@@ -2,7 +2,9 @@
 dataset into per-class TFRecords + index files + dataset_spec.json with Apache Beam.
 
 `--list-sources` prints every source with the raw layout it expects; `--source NAME --help`
-lists that source's options. Unknown runner flags go to Beam (Dataflow, Flink, Spark).
+lists that source's options (its typed config, beam_pipelines.sources.source_config). `--all`
+converts every source found under RAW (beam_pipelines.convert_all). Unknown runner flags go to
+Beam (Dataflow, Flink, Spark).
 """
 
 from __future__ import annotations
@@ -11,40 +13,37 @@ import argparse
 import logging
 import sys
 
+from beam_pipelines import convert_all
 from beam_pipelines.conversion import OutputExistsError, convert
+from beam_pipelines.convert_options import add_source_arguments, conversion_parser
 from beam_pipelines.output_lock import OutputLockedError
-from beam_pipelines.pixel_conventions import add_pixel_arguments
-from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from beam_pipelines.runner_options import make_runner
 from beam_pipelines.sources import SOURCES, LayoutError, get_source_class
 from episodes.records.storage_paths import unknown_local_flags
 from episodes.util.cli_errors import os_error_line, run_main
+from episodes.util.cli_style import CommandParser
 
 
-def _base_parser(add_help: bool) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m beam_pipelines.convert",
-        description="Convert a raw image dataset into per-class TFRecords with Apache Beam.",
-        add_help=add_help,
+def build_parser(source: str | None = None) -> CommandParser:
+    """The convert command's flags; with `source` (a name or tfds:NAME), also that source's
+    own. LayoutError for an unknown source."""
+    parser = conversion_parser(
+        "beam_pipelines.convert",
+        "Convert a raw image dataset into per-class TFRecords with Apache Beam.",
     )
-    parser.add_argument("--source", help="source name (see --list-sources), or tfds:NAME")
-    parser.add_argument("--list-sources", action="store_true", help="list sources and exit")
-    parser.add_argument("--all", action="store_true",
-                        help="convert every source found under --input (one sub-folder per source)")
-    parser.add_argument("--input", help="raw dataset folder (or archive folder)")
-    parser.add_argument("--output", help="output dataset folder")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    parser.add_argument("--image_format", choices=["jpeg", "png"], default=None,
-                        help="stored encoding (default: the source's)")
-    parser.add_argument("--image_mode", choices=["RGB", "L"], default=None,
-                        help="stored colour mode (default: the source's)")
-    parser.add_argument("--jpeg_quality", type=int, default=None,
-                        help="JPEG quality (default: 75, PIL's and so the reference's, under "
-                        "the meta-dataset pixel convention; 95 otherwise)")
-    add_pixel_arguments(parser)
-    parser.add_argument("--resize", type=int, default=None,
-                        help="store images resized to RESIZE x RESIZE (default: original size)")
-    add_runner_arguments(parser)
+    if source:
+        add_source_arguments(parser, [get_source_class(source)])
     return parser
+
+
+def chosen_command(argv: list[str]) -> argparse.Namespace:
+    """`--source`, `--all` and `--list-sources` of `argv`, read before the full parser exists
+    (which flags it has depends on the source)."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--source")
+    pre.add_argument("--all", action="store_true")
+    pre.add_argument("--list-sources", action="store_true")
+    return pre.parse_known_args(argv)[0]
 
 
 def list_sources() -> str:
@@ -54,27 +53,20 @@ def list_sources() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    pre, _ = _base_parser(add_help=False).parse_known_args(argv)
-    if pre.all:
-        from beam_pipelines import convert_all
-
+    chosen = chosen_command(argv)
+    if chosen.all:
         return convert_all.main(argv)
-    parser = _base_parser(add_help=True)
-    source_cls = None
-    if pre.source:
-        try:
-            source_cls = get_source_class(pre.source)
-        except LayoutError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        source_cls.add_arguments(parser.add_argument_group(f"{source_cls.name} options"))
+    try:
+        parser = build_parser(chosen.source)
+    except LayoutError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     args, beam_args = parser.parse_known_args(argv)
     if args.list_sources:
         print(list_sources())
         return 0
-    required = ["source", "output"]
-    if not (args.source or "").startswith("tfds:") or not getattr(args, "tfds_data_dir", None):
-        required.insert(1, "input")  # a prepared TFDS dataset is found through --tfds_data_dir
+    data_dir = getattr(args, "tfds_data_dir", None)  # a prepared TFDS dataset's folder
+    required = ["source", "output"] if data_dir else ["source", "input", "output"]
     missing = [flag for flag in required if not getattr(args, flag)]
     if missing:
         parser.error(f"missing {', '.join('--' + m for m in missing)}")
@@ -84,11 +76,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        source = get_source_class(args.source).from_args(args)  # options checked before any work
         runner = make_runner(args, beam_args)
-        source = source_cls(args)
         report = convert(
-            source, args.input or args.tfds_data_dir, args.output, runner,
-            overwrite=args.overwrite, exit_on_ctrl_c=True,
+            source,
+            args.input or data_dir,
+            args.output,
+            runner,
+            overwrite=args.overwrite,
+            exit_on_ctrl_c=True,
         )
     except (LayoutError, OutputExistsError, OutputLockedError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -20,7 +20,7 @@ A found folder is planned with its source (the layout is validated then); a fold
 is wrong is reported as skipped with the reason and the others go on. The pipeline has one
 ReadRawItems | WriteConvertedDataset branch per planned source, each writing into its own
 temporary folder; all are moved into place (OUT_ROOT/<dataset>/) only when the whole pipeline
-succeeded. Per-source options (e.g. --quickdraw_max_per_class) apply to their source;
+succeeded. Per-source options (e.g. --quickdraw-max-per-class) apply to their source;
 `--splits-dir DIR` replaces the published split of a dataset by DIR/<dataset>_splits.json or
 DIR/<dataset>.json where such a file exists.
 """
@@ -28,10 +28,11 @@ DIR/<dataset>.json where such a file exists.
 from __future__ import annotations
 
 import argparse
-import copy
+import dataclasses
 import logging
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,14 +48,18 @@ from beam_pipelines.conversion import (
     lock_local_output,
 )
 from beam_pipelines.conversion_progress import ProgressReporter
+from beam_pipelines.convert_options import add_source_arguments, conversion_parser
 from beam_pipelines.interrupt_exit import exit_on_interrupt, interrupts_deferred
 from beam_pipelines.output_lock import OutputLockedError
 from beam_pipelines.runner_options import RunnerChoice, make_runner
 from beam_pipelines.sources import SOURCES
 from beam_pipelines.sources.base import ConversionPlan, LayoutError, Source
+from beam_pipelines.sources.source_config import SourceConfig
 from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec
+from episodes.util.cli_errors import run_main
+from episodes.util.cli_style import CommandParser
 
 SUBFOLDERS: dict[str, tuple[str, ...]] = {
     "ilsvrc_2012": ("ILSVRC2012_train", "ilsvrc_2012"),
@@ -109,13 +114,32 @@ class AllSourcesReport:
                 spec = o.spec
                 splits = (
                     " / ".join(f"{s.value} {len(spec.classes(s))}" for s in Split)
-                    if spec.has_splits else "no fixed split"
+                    if spec.has_splits
+                    else "no fixed split"
                 )
-                rows.append((o.source, o.folder.name, o.status, str(spec.num_classes),
-                             f"{spec.total_images:,}", str(o.rejected), splits))
+                rows.append(
+                    (
+                        o.source,
+                        o.folder.name,
+                        o.status,
+                        str(spec.num_classes),
+                        f"{spec.total_images:,}",
+                        str(o.rejected),
+                        splits,
+                    )
+                )
             else:
-                rows.append((o.source, o.folder.name if o.folder else "-", o.status, "-", "-", "-",
-                             o.reason))
+                rows.append(
+                    (
+                        o.source,
+                        o.folder.name if o.folder else "-",
+                        o.status,
+                        "-",
+                        "-",
+                        "-",
+                        o.reason,
+                    )
+                )
         widths = [max(len(r[i]) for r in rows) for i in range(6)]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r[:6], widths)) + "  " + r[6] for r in rows]
         lines.append(
@@ -141,26 +165,38 @@ def candidate_sources(only: list[str] | None = None) -> list[str]:
     if only:
         unknown = [n for n in only if n not in names]
         if unknown:
-            raise LayoutError(f"--sources {','.join(unknown)}: expected names among {', '.join(names)}")
+            raise LayoutError(
+                f"--sources {','.join(unknown)}: expected names among {', '.join(names)}"
+            )
         names = [n for n in names if n in only]
     return names
 
 
-def options_for(source: str, options: argparse.Namespace) -> argparse.Namespace:
-    """The options a source gets: the shared ones, with its own split file from --splits-dir."""
-    own = copy.copy(options)
-    splits_dir = getattr(options, "splits_dir", None)
-    own.split_file = None
-    if splits_dir:
-        for name in (f"{source}_splits.json", f"{source}.json"):
-            if (Path(splits_dir) / name).is_file():
-                own.split_file = str(Path(splits_dir) / name)
-                break
-    return own
+def configs_from_args(
+    args: argparse.Namespace, names: Sequence[str], splits_dir: str | Path | None = None
+) -> dict[str, SourceConfig]:
+    """Each source's config from the flags given (a bad value raises ConfigError before any
+    work), with its own split file from `splits_dir` where it has one."""
+    configs = {}
+    for name in names:
+        config = SOURCES[name].config_class.from_args(args)
+        own = split_file_in(splits_dir, name) if splits_dir else None
+        if own is not None and "split_file" in {f.name for f in dataclasses.fields(config)}:
+            config = dataclasses.replace(config, split_file=str(own))
+        configs[name] = config
+    return configs
+
+
+def split_file_in(splits_dir: str | Path, source: str) -> Path | None:
+    """DIR/<source>_splits.json or DIR/<source>.json, the first that exists."""
+    for name in (f"{source}_splits.json", f"{source}.json"):
+        if (Path(splits_dir) / name).is_file():
+            return Path(splits_dir) / name
+    return None
 
 
 def plan_sources(
-    input_root: Path, options: argparse.Namespace, only: list[str] | None = None
+    input_root: Path, configs: Mapping[str, SourceConfig], only: list[str] | None = None
 ) -> list[SourceOutcome]:
     """Find and plan every source under `input_root`; wrong layouts become 'skipped'."""
     outcomes = []
@@ -171,7 +207,7 @@ def plan_sources(
         if outcome.folder is None:
             continue
         try:
-            source: Source = SOURCES[name](options_for(name, options))
+            source: Source = SOURCES[name](configs.get(name))
             plan = source.plan(outcome.folder)
             if not plan.classes:
                 raise LayoutError(f"{outcome.folder}: no classes found; expected {source.layout}")
@@ -180,7 +216,9 @@ def plan_sources(
             continue
         if plan.dataset_name in datasets:
             outcome.status = "skipped"
-            outcome.reason = f"dataset {plan.dataset_name!r} already comes from {datasets[plan.dataset_name]}"
+            outcome.reason = (
+                f"dataset {plan.dataset_name!r} already comes from {datasets[plan.dataset_name]}"
+            )
             continue
         datasets[plan.dataset_name] = name
         outcome.status, outcome.plan, outcome.source_object = "planned", plan, source
@@ -191,16 +229,17 @@ def convert_all(
     input_root: str | Path,
     output_root: str | Path,
     runner: RunnerChoice,
-    options: argparse.Namespace,
+    configs: Mapping[str, SourceConfig] | None = None,
     overwrite: bool = False,
     only: list[str] | None = None,
     exit_on_ctrl_c: bool = False,
 ) -> AllSourcesReport:
-    """Convert every source found under `input_root` in one pipeline into `output_root`."""
+    """Convert every source found under `input_root` in one pipeline into `output_root`;
+    `configs` holds the sources' options (default: each source's defaults)."""
     input_root, output_root = Path(input_root), Path(output_root)
     if not input_root.is_dir():
         raise LayoutError(f"{input_root}: not a folder; expected one sub-folder per source")
-    outcomes = plan_sources(input_root, options, only)
+    outcomes = plan_sources(input_root, configs or {}, only)
     planned = [o for o in outcomes if o.status == "planned"]
     report = AllSourcesReport(outcomes, output_root, runner=runner.description)
     if not planned:
@@ -273,24 +312,25 @@ def _convert_planned(
     return report
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The convert CLI's options plus every source's own options and the --all ones."""
-    from beam_pipelines.convert import _base_parser
-
-    parser = argparse.ArgumentParser(
-        prog="python -m beam_pipelines.convert --all",
-        description="Convert every source found under --input (one sub-folder per source).",
-        parents=[_base_parser(add_help=False)],
-        conflict_handler="resolve",
+def build_parser() -> CommandParser:
+    """The convert CLI's flags, every source's own options (each flag once) and --all's."""
+    parser = conversion_parser(
+        "beam_pipelines.convert --all",
+        "Convert every source found under --input (one sub-folder per source).",
     )
     group = parser.add_argument_group("all sources")
-    group.add_argument("--sources", default=None,
-                       help="comma-separated subset of sources to look for (default: all)")
-    group.add_argument("--splits-dir", dest="splits_dir", default=None,
-                       help="folder of <dataset>_splits.json / <dataset>.json files replacing "
-                       "the published splits")
-    for name in sorted(SOURCES):
-        SOURCES[name].add_arguments(parser.add_argument_group(f"{name} options"))
+    group.add_argument(
+        "--sources",
+        default=None,
+        help="comma-separated subset of sources to look for (default: all)",
+    )
+    group.add_argument(
+        "--splits-dir",
+        default=None,
+        help="folder of <dataset>_splits.json / <dataset>.json files replacing the published "
+        "splits",
+    )
+    add_source_arguments(parser, [SOURCES[name] for name in sorted(SOURCES)])
     return parser
 
 
@@ -304,8 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "split_file", None):
         parser.error("--split-file names one dataset's split; with --all use --splits-dir DIR")
     if any(storage_paths.is_remote(p) for p in (args.input, args.output)):
-        parser.error("--all reads and writes local folders; convert object-storage URLs one "
-                     "source at a time (--source NAME, see README 'Running at scale')")
+        parser.error(
+            "--all reads and writes local folders; convert object-storage URLs one "
+            "source at a time (--source NAME, see README 'Running at scale')"
+        )
     unknown = [a for a in beam_args if a.startswith("--")]
     if unknown and args.runner.lower() in ("directrunner", "direct"):
         print(f"error: unknown option(s) {' '.join(unknown)} for the DirectRunner", file=sys.stderr)
@@ -313,10 +355,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     only = [s.strip() for s in args.sources.split(",") if s.strip()] if args.sources else None
     try:
+        configs = configs_from_args(args, candidate_sources(only), args.splits_dir)
         runner = make_runner(args, beam_args)
         report = convert_all(
-            Path(args.input), Path(args.output), runner, args,
-            overwrite=args.overwrite, only=only, exit_on_ctrl_c=True,
+            Path(args.input),
+            Path(args.output),
+            runner,
+            configs,
+            overwrite=args.overwrite,
+            only=only,
+            exit_on_ctrl_c=True,
         )
     except (LayoutError, OutputExistsError, OutputLockedError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -326,6 +374,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from episodes.util.cli_errors import run_main
-
     sys.exit(run_main(main))

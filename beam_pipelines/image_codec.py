@@ -46,7 +46,9 @@ class ImageOptions:
 
     def __post_init__(self):
         if self.image_format not in FORMATS:
-            raise ValueError(f"image format {self.image_format!r}: expected one of {sorted(FORMATS)}")
+            raise ValueError(
+                f"image format {self.image_format!r}: expected one of {sorted(FORMATS)}"
+            )
         if self.mode not in ("RGB", "L"):
             raise ValueError(f"image mode {self.mode!r}: expected RGB or L")
         if not 1 <= self.jpeg_quality <= 100:
@@ -121,7 +123,9 @@ def process_image(
         left, top = max(0, int(left)), max(0, int(top))
         right, bottom = min(image.width, int(right)), min(image.height, int(bottom))
         if right <= left or bottom <= top:
-            raise ImageRejected(f"crop box {crop_box} is empty inside an image of size {image.size}")
+            raise ImageRejected(
+                f"crop box {crop_box} is empty inside an image of size {image.size}"
+            )
         image = image.crop((left, top, right, bottom))
     if options.convention == "meta-dataset":
         return encode_as_reference(data, image, options, cropped=crop_box is not None)
@@ -143,7 +147,7 @@ def encode_as_reference(
     if data is not None and unchanged and wants_rgb_jpeg and is_kept_as_is(image):
         return data
     image = reference_pixels(image, options.invert)
-    if options.mode != "RGB":  # an explicit --image_mode L on top of the convention
+    if options.mode != "RGB":  # an explicit --image-mode L on top of the convention
         image = image.convert(options.mode)
     if options.resize is not None and image.size != (options.resize, options.resize):
         image = image.resize((options.resize, options.resize), Image.Resampling.BILINEAR)

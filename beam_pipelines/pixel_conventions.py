@@ -15,7 +15,6 @@ use their own format.
 
 from __future__ import annotations
 
-import argparse
 import io
 
 from PIL import Image, ImageOps
@@ -27,24 +26,10 @@ PIXEL_CONVENTIONS = (META_DATASET, ORIGINAL)
 REFERENCE_JPEG_QUALITY = 75
 
 
-def add_pixel_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """`--pixel-convention` for the convert commands."""
-    parser.add_argument(
-        "--pixel-convention",
-        dest="pixel_convention",
-        choices=PIXEL_CONVENTIONS,
-        default=None,
-        help="meta-dataset (default for Meta-Dataset sources): the reference converter's "
-        "pixels, RGB JPEG, source JPEGs kept as they are, Omniglot inverted; original: the "
-        "raw files' polarity and colour mode in the source's own format",
-    )
-
-
-def pixel_convention(options: argparse.Namespace, has_reference: bool) -> str:
+def pixel_convention(chosen: str | None, has_reference: bool) -> str:
     """The convention a conversion uses: `original` for a source without a reference
-    conversion (EMNIST, LFW, CIFAR-100, TFDS: whatever the option, so `convert --all` can
-    pass it to every source), else the option, meta-dataset by default."""
-    chosen = getattr(options, "pixel_convention", None)
+    conversion (EMNIST, LFW, CIFAR-100, TFDS: whatever was chosen, so `convert --all` can
+    pass `--pixel-convention` to every source), else `chosen`, meta-dataset by default."""
     if chosen is not None and chosen not in PIXEL_CONVENTIONS:
         raise ValueError(f"--pixel-convention {chosen!r}: expected one of {PIXEL_CONVENTIONS}")
     if not has_reference:

@@ -1,4 +1,4 @@
-"""`python -m beam_pipelines.verify OUT`: check a converted dataset end to end.
+"""`python -m beam_pipelines.verify --dataset OUT`: check a converted dataset end to end.
 
 Checks every record's CRCs, that the `.index` sidecar agrees with the records, that every
 label equals the class id of its file, that every image decodes, and that the spec's counts
@@ -12,7 +12,6 @@ read-only folder, where the reader looks for them (`--index-cache-dir`).
 
 from __future__ import annotations
 
-import argparse
 import io
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from beam_pipelines.old_positional import parse_with_one_dataset
 from episodes.fetch import is_remote, require_local_dataset
 from episodes.images.decoded_cache import verify_cache
 from episodes.images.image_size_limit import use_image_size_limit
@@ -37,6 +37,11 @@ from episodes.records.record_index import (
     read_index,
 )
 from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
+from episodes.util.cli_style import (
+    CommandParser,
+    add_dataset_argument,
+    command_parser,
+)
 from episodes.util.progress_lines import ProgressLines
 
 use_image_size_limit()  # every image the converter accepts must decode here
@@ -271,11 +276,15 @@ def verify_remote(url: str, beam_args: list[str], decode: bool) -> int:
     return 0 if report.ok else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m beam_pipelines.verify", description=__doc__.split("\n")[0]
+def build_parser() -> CommandParser:
+    """`--dataset DIR` (the old positional folder still parses, with a note) and the checks."""
+    parser = command_parser("beam_pipelines.verify", __doc__.split("\n")[0])
+    add_dataset_argument(
+        parser,
+        required=False,
+        several=False,
+        help="converted dataset folder (with dataset_spec.json), or its gs:// / s3:// URL",
     )
-    parser.add_argument("dataset", help="converted dataset folder (with dataset_spec.json)")
     parser.add_argument("--no-decode", action="store_true", help="skip decoding images (faster)")
     parser.add_argument(
         "--write-index",
@@ -288,10 +297,15 @@ def main(argv: list[str] | None = None) -> int:
         help="where indexes of a read-only folder live (default: the reader's, "
         "~/.cache/fewshot-tasksets/index)",
     )
-    args, beam_args = parser.parse_known_args(argv)
-    if is_remote(args.dataset) or beam_args:
-        return verify_remote(args.dataset, beam_args, decode=not args.no_decode)
-    path = Path(args.dataset)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, beam_args, dataset = parse_with_one_dataset(parser, argv, "check")
+    if is_remote(dataset) or beam_args:
+        return verify_remote(dataset, beam_args, decode=not args.no_decode)
+    path = Path(dataset)
     if not path.is_dir():
         print(f"error: {path}: not a folder; expected a converted dataset folder", file=sys.stderr)
         return 2

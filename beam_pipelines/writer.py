@@ -122,7 +122,9 @@ def write_class_file(element: tuple[int, Iterable[FrameRef]], output_dir: str) -
     }
 
 
-def build_spec(plan: ConversionPlan, results: list[dict], rejected: list[tuple[str, str]]) -> DatasetSpec:
+def build_spec(
+    plan: ConversionPlan, results: list[dict], rejected: list[tuple[str, str]]
+) -> DatasetSpec:
     """The dataset spec of a finished conversion (pure: no I/O)."""
     images = [0] * len(plan.classes)
     for result in results:
@@ -179,7 +181,9 @@ def build_spec(plan: ConversionPlan, results: list[dict], rejected: list[tuple[s
     )
 
 
-def write_spec(_, plan: ConversionPlan, results: list[dict], rejected: list, output_dir: str) -> int:
+def write_spec(
+    _, plan: ConversionPlan, results: list[dict], rejected: list, output_dir: str
+) -> int:
     """Write empty files for classes without images, then dataset_spec.json."""
     done = {r["class_id"] for r in results}
     for class_id in range(len(plan.classes)):

@@ -43,7 +43,7 @@ def beam_run(raw: Path, workers: int, out_root: Path) -> tuple[int, float]:
     args = argparse.Namespace(runner="DirectRunner", direct_num_workers=workers)
     out = out_root / f"omniglot_w{workers}"
     start = time.perf_counter()
-    report = convert(OmniglotSource(argparse.Namespace()), raw, out, make_runner(args, []))
+    report = convert(OmniglotSource(), raw, out, make_runner(args, []))
     return report.images, time.perf_counter() - start
 
 
@@ -57,7 +57,7 @@ def main() -> int:
         subprocess.run(
             [sys.executable, "-m", "episodes.glyph_dataset", "--output", str(args.raw)], check=True
         )
-    source = OmniglotSource(argparse.Namespace())
+    source = OmniglotSource()
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, fn in (

@@ -3,7 +3,7 @@
 `python -m splits make --method random --dataset DIR --fractions 0.7 0.15 0.15 --seed 0
 --output FILE` (`splits.methods.random`; `python -m splits.random`, the old name, runs it for
 one release). The one fraction rule of `split_sizes` (valid and test get floor(f * N) classes,
-train the rest, no asked-for split empty), shared with `convert --split_fractions`: the same
+train the rest, no asked-for split empty), shared with `convert --split-fractions`: the same
 class names, fractions and seed give the same split.
 """
 

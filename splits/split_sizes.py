@@ -4,7 +4,7 @@ Valid and test get floor(f * N) classes, train the rest: the ATG paper's rule (Â
 train, the remaining 40% shared by valid and test), which gives the published counts 96/31/31
 of LFW10's 158 classes and 38/12/12 of EMNIST's 62. A split asked for (fraction > 0) is never
 left empty: it takes one class from the largest split; fewer classes than non-empty splits
-asked for is refused. `convert --split_fractions` and `splits make --method random --fractions`
+asked for is refused. `convert --split-fractions` and `splits make --method random --fractions`
 both cut with `split_by_fractions`, so the same names, fractions and seed give the same split.
 """
 

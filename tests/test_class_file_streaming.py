@@ -3,7 +3,6 @@ bytes as the buffered writer it replaced, records ordered by item key then image
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import random
 
@@ -30,7 +29,7 @@ def test_conversion_bytes_equal_the_buffered_writers(tmp_path, monkeypatch):
     raw.mkdir()
     write_omniglot_fixture(raw)
     streamed = convert(
-        OmniglotSource(argparse.Namespace()),
+        OmniglotSource(),
         raw,
         tmp_path / "streamed",
         make_local_runner(2),
@@ -39,7 +38,7 @@ def test_conversion_bytes_equal_the_buffered_writers(tmp_path, monkeypatch):
         patch.setattr(writer, "EncodeImagesFn", BufferedEncodeImagesFn)
         patch.setattr(writer, "write_class_file", buffered_write_class_file)
         convert(
-            OmniglotSource(argparse.Namespace()), raw, tmp_path / "buffered", make_local_runner(1)
+            OmniglotSource(), raw, tmp_path / "buffered", make_local_runner(1)
         )
     assert _files(tmp_path / "streamed") == _files(tmp_path / "buffered")
     assert streamed.spec.total_images == 152

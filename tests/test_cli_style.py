@@ -33,46 +33,6 @@ KEBAB = re.compile(r"^--[a-z0-9]+(-[a-z0-9]+)*$")
 OUTPUT_SPELLINGS = {"--out", "--out-dir", "--output-dir", "--outdir", "--output-file"}
 FOLDER_POSITIONALS = {"dataset", "datasets", "dataset_dir", "out", "output", "root", "spec"}
 
-# Violations still to be removed by the structure issue's CLI step; the test fails both on a
-# new violation and on an entry that no longer happens (so this list only shrinks).
-KNOWN: set[str] = {
-    "beam_pipelines.cache: positional dataset (use --dataset DIR / --output)",
-    "beam_pipelines.convert: no build_parser() to walk",
-    "beam_pipelines.convert_all: --cifar100_rows_per_unit is not kebab-case",
-    "beam_pipelines.convert_all: --class_names is not kebab-case",
-    "beam_pipelines.convert_all: --emnist_parts is not kebab-case",
-    "beam_pipelines.convert_all: --emnist_rows_per_unit is not kebab-case",
-    "beam_pipelines.convert_all: --emnist_split is not kebab-case",
-    "beam_pipelines.convert_all: --idx_transpose is not kebab-case",
-    "beam_pipelines.convert_all: --ilsvrc_allow_missing_classes is not kebab-case",
-    "beam_pipelines.convert_all: --ilsvrc_is_a is not kebab-case",
-    "beam_pipelines.convert_all: --ilsvrc_remove_duplicates is not kebab-case",
-    "beam_pipelines.convert_all: --ilsvrc_wordnet is not kebab-case",
-    "beam_pipelines.convert_all: --ilsvrc_words is not kebab-case",
-    "beam_pipelines.convert_all: --image_format is not kebab-case",
-    "beam_pipelines.convert_all: --image_mode is not kebab-case",
-    "beam_pipelines.convert_all: --jpeg_quality is not kebab-case",
-    "beam_pipelines.convert_all: --lfw_color is not kebab-case",
-    "beam_pipelines.convert_all: --lfw_images_per_unit is not kebab-case",
-    "beam_pipelines.convert_all: --lfw_min_images is not kebab-case",
-    "beam_pipelines.convert_all: --lfw_sklearn_crop is not kebab-case",
-    "beam_pipelines.convert_all: --lfw_variant is not kebab-case",
-    "beam_pipelines.convert_all: --mscoco_box_scale_ratio is not kebab-case",
-    "beam_pipelines.convert_all: --mscoco_exclude_crowd is not kebab-case",
-    "beam_pipelines.convert_all: --mscoco_images_per_unit is not kebab-case",
-    "beam_pipelines.convert_all: --no-idx_transpose is not kebab-case",
-    "beam_pipelines.convert_all: --no-ilsvrc_remove_duplicates is not kebab-case",
-    "beam_pipelines.convert_all: --omniglot_valid_alphabets is not kebab-case",
-    "beam_pipelines.convert_all: --quickdraw_chunk_rows is not kebab-case",
-    "beam_pipelines.convert_all: --quickdraw_max_per_class is not kebab-case",
-    "beam_pipelines.convert_all: --split_fractions is not kebab-case",
-    "beam_pipelines.convert_all: --split_seed is not kebab-case",
-    "beam_pipelines.convert_all: --tfds_data_dir is not kebab-case",
-    "beam_pipelines.convert_all: --tfds_image_key is not kebab-case",
-    "beam_pipelines.convert_all: --tfds_label_key is not kebab-case",
-    "beam_pipelines.convert_all: --tfds_split is not kebab-case",
-    "beam_pipelines.verify: no build_parser() to walk",
-}
 
 
 def commands() -> list[str]:
@@ -155,11 +115,8 @@ def all_violations() -> set[str]:
 
 
 def test_every_command_follows_the_one_style():
-    found = all_violations()
-    new = sorted(found - KNOWN)
-    gone = sorted(KNOWN - found)
-    assert not new, "commands off the one style:\n" + "\n".join(new)
-    assert not gone, "fixed: remove from KNOWN in this test:\n" + "\n".join(gone)
+    found = sorted(all_violations())
+    assert not found, "commands off the one style:\n" + "\n".join(found)
 
 
 def test_the_walk_finds_the_commands():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 
 import pytest
@@ -32,7 +31,7 @@ def converted(tmp_path_factory):
     root = tmp_path_factory.mktemp("raw")
     fixture = write_omniglot_fixture(root)
     out = tmp_path_factory.mktemp("out") / "omniglot"
-    report = convert(OmniglotSource(argparse.Namespace()), root, out, make_local_runner(1))
+    report = convert(OmniglotSource(), root, out, make_local_runner(1))
     return fixture, out, report
 
 
@@ -78,7 +77,7 @@ def test_rerun_and_two_workers_are_byte_identical(converted, tmp_path):
 
     fixture, out, _ = converted
     again = tmp_path / "again"
-    convert(OmniglotSource(argparse.Namespace()), fixture.root, again, make_local_runner(2))
+    convert(OmniglotSource(), fixture.root, again, make_local_runner(2))
     assert _digest(again) == _digest(out)
     assert (again / "dataset_spec.json").read_bytes() == (out / "dataset_spec.json").read_bytes()
 
@@ -90,8 +89,8 @@ def test_zipped_archives_give_the_same_records(tmp_path, local_runner):
     folders = tmp_path / "raw_dir"
     folders.mkdir()
     write_omniglot_fixture(folders)
-    a = convert(OmniglotSource(argparse.Namespace()), raw, tmp_path / "a", local_runner(1))
-    b = convert(OmniglotSource(argparse.Namespace()), folders, tmp_path / "b", local_runner(1))
+    a = convert(OmniglotSource(), raw, tmp_path / "a", local_runner(1))
+    b = convert(OmniglotSource(), folders, tmp_path / "b", local_runner(1))
     assert _digest(a.output) == _digest(b.output)
     assert a.spec.provenance["parts"]["images_background"] == "zip:images_background.zip"
 
@@ -104,7 +103,7 @@ def test_bad_layouts_fail_before_the_pipeline(tmp_path, capsys):
     other = tmp_path / "not_omniglot"
     (other / "train" / "n01440764").mkdir(parents=True)
     with pytest.raises(LayoutError, match="missing images_background, images_evaluation"):
-        OmniglotSource(argparse.Namespace()).plan(other)
+        OmniglotSource().plan(other)
     assert convert_cli.main(["--source", "imagenet21k", "--input", str(other), "--output", "x"]) == 2
     assert "unknown --source 'imagenet21k'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -118,7 +117,7 @@ def test_existing_output_refused_and_nothing_half_written(tmp_path, local_runner
     out.mkdir()
     (out / "keep.txt").write_text("user data")
     with pytest.raises(OutputExistsError, match="pass --overwrite"):
-        convert(OmniglotSource(argparse.Namespace()), raw, out, local_runner(1))
+        convert(OmniglotSource(), raw, out, local_runner(1))
     assert (out / "keep.txt").read_text() == "user data"
 
     class ExplodingSource(OmniglotSource):
@@ -128,10 +127,10 @@ def test_existing_output_refused_and_nothing_half_written(tmp_path, local_runner
             yield from super().read_unit(unit)
 
     with pytest.raises(Exception, match="disk failure"):
-        convert(ExplodingSource(argparse.Namespace()), raw, out, local_runner(1), overwrite=True)
+        convert(ExplodingSource(), raw, out, local_runner(1), overwrite=True)
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
-    report = convert(OmniglotSource(argparse.Namespace()), raw, out, local_runner(1), overwrite=True)
+    report = convert(OmniglotSource(), raw, out, local_runner(1), overwrite=True)
     assert report.spec.total_images == 76 and not (out / "keep.txt").exists()
 
 
@@ -140,7 +139,7 @@ def test_verify_detects_corruption(tmp_path, local_runner):
     raw.mkdir()
     write_omniglot_fixture(raw, drawers=2)
     out = tmp_path / "out"
-    convert(OmniglotSource(argparse.Namespace()), raw, out, local_runner(1))
+    convert(OmniglotSource(), raw, out, local_runner(1))
     records = out / "4.tfrecords"
     data = bytearray(records.read_bytes())
     data[30] ^= 0x01

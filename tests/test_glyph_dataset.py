@@ -430,7 +430,6 @@ def test_converted_reference_polarity_is_as_learnable(tmp_path):
     """Converted by default the glyphs are stored as the reference stores Omniglot (inverted,
     RGB JPEG quality 75); 1-NN on the decoded records learns as well as on the original
     polarity's lossless records (the demo's learners read these records)."""
-    import argparse
     import io
 
     from beam_pipelines.conversion import convert
@@ -444,8 +443,7 @@ def test_converted_reference_polarity_is_as_learnable(tmp_path):
     accuracy = {}
     for convention in ("meta-dataset", "original"):
         out = tmp_path / convention
-        options = argparse.Namespace(pixel_convention=convention, omniglot_valid_alphabets=1)
-        source = OmniglotSource(options)
+        source = OmniglotSource(pixel_convention=convention, omniglot_valid_alphabets=1)
         convert(source, tmp_path / "raw", out, make_local_runner(1))
         spec, reader = load_spec(out), RecordReader(out)
         by_alphabet: dict[str, list[np.ndarray]] = {}

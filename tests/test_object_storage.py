@@ -141,7 +141,7 @@ def omniglot(s3, tmp_path_factory):
     s3.upload(raw / "folders", "s3://raw/omniglot")
     s3.upload(raw / "zipped", "s3://raw/omniglot_zipped")
     local = tmp_path_factory.mktemp("local") / "omniglot"
-    convert(OmniglotSource(argparse.Namespace()), fixture.root, local, make_local_runner(1))
+    convert(OmniglotSource(), fixture.root, local, make_local_runner(1))
     return fixture, local
 
 
@@ -197,7 +197,7 @@ def test_omniglot_s3_to_s3_is_byte_identical_to_local(s3, omniglot, capsys):
 def test_zipped_omniglot_from_s3_to_a_local_folder(s3, omniglot, tmp_path):
     _, local = omniglot
     out = tmp_path / "omniglot"
-    convert(OmniglotSource(argparse.Namespace()), "s3://raw/omniglot_zipped", out, s3.runner())
+    convert(OmniglotSource(), "s3://raw/omniglot_zipped", out, s3.runner())
     remote_input = "s3://raw/omniglot_zipped"
     spec = _spec_without_paths((out / "dataset_spec.json").read_bytes(), remote_input)
     assert spec["provenance"]["rejected"][0]["path"].startswith("/images_background.zip:")
@@ -232,7 +232,7 @@ def test_failed_run_publishes_no_spec_and_keeps_the_old_output(s3, omniglot, tmp
     source_zips.mkdir()
     write_omniglot_fixture(source_zips, drawers=2, zipped=True)
     s3.upload(source_zips, "s3://raw/doomed")
-    source = CorruptedMidRunOmniglot(argparse.Namespace())
+    source = CorruptedMidRunOmniglot()
     source.endpoint = s3.endpoint
     # A fresh prefix: nothing at all is published, no staging objects are left.
     with pytest.raises(Exception, match="zip|Zip"):
@@ -240,7 +240,7 @@ def test_failed_run_publishes_no_spec_and_keeps_the_old_output(s3, omniglot, tmp
     assert s3.objects("s3://out/fresh") == {}
     # Over a finished output (with --overwrite): the old dataset stays as it was.
     s3.upload(source_zips, "s3://raw/doomed")
-    convert(OmniglotSource(argparse.Namespace()), fixture.root, tmp_path / "ok", make_local_runner(1))
+    convert(OmniglotSource(), fixture.root, tmp_path / "ok", make_local_runner(1))
     s3.upload(tmp_path / "ok", "s3://out/kept/omniglot")
     before = s3.objects("s3://out/kept")
     with pytest.raises(Exception, match="zip|Zip"):
@@ -275,9 +275,9 @@ def test_class_folder_sources_read_s3_input(s3, tmp_path, source_cls, write):
     url = f"s3://raw/{source_cls.name}"
     s3.upload(tmp_path / "raw", url)
     local, remote = tmp_path / "local", tmp_path / "remote"
-    convert(source_cls(argparse.Namespace()), fixture.root, local, make_local_runner(1))
+    convert(source_cls(), fixture.root, local, make_local_runner(1))
     remote_root = f"{url}/{fixture.root.name}"
-    convert(source_cls(argparse.Namespace()), remote_root, remote, s3.runner())
+    convert(source_cls(), remote_root, remote, s3.runner())
     _same_dataset(_files(remote), local, remote_root)
 
 

@@ -4,7 +4,6 @@ JPEG settings), and the raw files' own pixels with `--pixel-convention original`
 
 from __future__ import annotations
 
-import argparse
 import io
 from collections import defaultdict
 
@@ -16,6 +15,7 @@ from beam_pipelines.image_codec import ImageOptions, process_image
 from beam_pipelines.sources import get_source_class
 from beam_pipelines.sources.emnist import EmnistSource
 from beam_pipelines.sources.omniglot import OmniglotSource
+from beam_pipelines.sources.source_config import ConfigError
 from episodes.records.dataset_spec import load_spec
 from episodes.records.record_reader import RecordReader
 from tests.meta_dataset_checks import convert_source
@@ -102,8 +102,9 @@ def _expected_by_class(source, plan, invert: bool) -> dict[str, list[bytes]]:
 def test_default_records_are_the_reference_converters(tmp_path, name):
     write, options = FIXTURES[name]
     fixture = write(tmp_path / "raw")
-    options = dict(options, random_split=name not in ("ilsvrc_2012", "omniglot"))
-    source = get_source_class(name)(argparse.Namespace(**options))
+    if name not in ("ilsvrc_2012", "omniglot"):  # the others: a published split of a subset
+        options = dict(options, random_split=True)
+    source = get_source_class(name)(**options)
     plan = source.plan(fixture.root)
     invert = name == "omniglot"
     expected = _expected_by_class(source, plan, invert)
@@ -162,15 +163,13 @@ def test_sources_outside_meta_dataset_keep_their_own_format(tmp_path):
     """EMNIST has no reference conversion: original pixels whatever the option says."""
     fixture = write_emnist_fixture(tmp_path / "raw")
     for convention in (None, "meta-dataset"):
-        options = argparse.Namespace(pixel_convention=convention)
-        image_options = EmnistSource(options).image_options()
+        image_options = EmnistSource(pixel_convention=convention).image_options()
         assert image_options.convention == "original" and image_options.image_format == "png"
     assert fixture.root.exists()
 
 
 def test_explicit_image_flags_override_the_convention():
-    options = argparse.Namespace(image_format="png", image_mode=None, jpeg_quality=None)
-    image_options = OmniglotSource(options).image_options()
+    image_options = OmniglotSource(image_format="png").image_options()
     assert image_options.image_format == "png" and image_options.mode == "RGB"
     assert image_options.invert and image_options.convention == "meta-dataset"
     glyph = Image.new("L", (8, 8), 255)
@@ -182,5 +181,5 @@ def test_explicit_image_flags_override_the_convention():
     assert stored.getpixel((0, 0)) == (0, 0, 0)
     with pytest.raises(ValueError, match="pixel convention 'mystery'"):
         ImageOptions(convention="mystery")
-    with pytest.raises(ValueError, match="--pixel-convention 'mystery'"):
-        OmniglotSource(argparse.Namespace(pixel_convention="mystery")).image_options()
+    with pytest.raises(ConfigError, match="--pixel-convention mystery: expected one of"):
+        OmniglotSource(pixel_convention="mystery")

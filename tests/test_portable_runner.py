@@ -45,7 +45,7 @@ def test_conversion_is_byte_identical_on_the_portable_runner(source, tmp_path, c
         write_omniglot_fixture(raw)
     else:  # byclass: row-range units, a truncated file (rejected rows), no class split
         write_emnist_fixture(raw)
-        extra = ["--emnist_rows_per_unit", "40"]
+        extra = ["--emnist-rows-per-unit", "40"]
     common = ["--source", source, "--input", str(raw), *extra]
     assert convert_cli.main([*common, "--output", str(tmp_path / "direct")]) == 0
     assert convert_cli.main([*common, "--output", str(tmp_path / "portable"), *PORTABLE]) == 0

@@ -38,6 +38,7 @@ from tests.meta_dataset_checks import convert_source
 from tests.raw_fixtures.dtd import write_dtd_fixture
 from tests.raw_fixtures.ilsvrc import write_ilsvrc_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
+from tests.source_test_case import assert_reference_reads
 from tests.test_reader import read_only
 
 # This project's own fields, written beside the reference's (name, file_pattern are shared).
@@ -96,34 +97,6 @@ def assert_reference_layout(ours: dict, shipped: dict) -> None:
     for key in ("classes_per_split", "superclasses_per_split", "split_subgraphs"):
         if key in shipped:
             assert list(ours[key]) == ["TRAIN", "VALID", "TEST"], key
-
-
-def assert_reference_reads(folder: Path) -> None:
-    """The reference-style loader reads the folder, and its classes per split are ours."""
-    ref = reference_loader.load_dataset_spec(folder)
-    assert ref.path == str(folder)
-    ours = load_spec(folder)
-    assert ref.name == ours.name
-    names = [ref.class_names[i] for i in range(len(ref.class_names))]
-    assert names == ours.class_names
-    for split, ref_split in zip(Split, reference_loader.Split):
-        assert reference_loader.classes_of_split(ref, ref_split) == ours.classes(split)
-        if isinstance(ref, reference_loader.HierarchicalDatasetSpecification):
-            leaves = reference_loader.leaf_wn_ids(ref, ref_split)
-            assert leaves == sorted(ours.class_names[c] for c in ours.classes(split))
-            counts = {n.wn_id: k for n, k in ref.images_per_class[ref_split].items()}
-            for c in ours.classes(split):
-                assert counts[ours.class_names[c]] == ours.images_per_class[c]
-    if not isinstance(ref, reference_loader.HierarchicalDatasetSpecification):
-        assert [ref.images_per_class[i] for i in range(len(names))] == ours.images_per_class
-    if isinstance(ref, reference_loader.BiLevelDatasetSpecification):
-        h = ours.hierarchy
-        assert [ref.superclass_names[i] for i in range(len(ref.superclass_names))] == (
-            h.superclass_names
-        )
-        assert [ref.classes_per_superclass[s] for s in range(len(h.superclass_names))] == [
-            len(h.classes_of(s)) for s in range(len(h.superclass_names))
-        ]
 
 
 @pytest.mark.parametrize("name", SHIPPED)

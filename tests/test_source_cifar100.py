@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import io
 import os
 import pickle
@@ -20,103 +18,13 @@ from beam_pipelines.verify import format_report, verify_dataset
 from beam_pipelines.writer import build_spec
 from episodes.records.dataset_spec import BiLevelHierarchy, Split, load_spec
 from episodes.records.record_reader import RecordReader
+from tests.meta_dataset_checks import digest
 from tests.raw_fixtures.cifar100 import write_cifar100_fixture
-
-
-def _digest(folder) -> dict[str, str]:
-    return {
-        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.iterdir())
-        if p.suffix in (".tfrecords", ".index")
-    }
+from tests.source_test_case import SourceTestCase
 
 
 def _source(**options) -> Cifar100Source:
-    return Cifar100Source(argparse.Namespace(**options))
-
-
-@pytest.fixture(scope="module")
-def fixture(tmp_path_factory):
-    return write_cifar100_fixture(tmp_path_factory.mktemp("cifar_raw"))
-
-
-@pytest.fixture(scope="module")
-def converted(fixture, tmp_path_factory):
-    from tests.conftest import make_local_runner
-
-    out = tmp_path_factory.mktemp("cifar_out") / "cifar100"
-    report = convert(_source(cifar100_rows_per_unit=64), fixture.root, out, make_local_runner(1))
-    return out, report
-
-
-def test_fine_classes_coarse_hierarchy_and_counts(fixture, converted):
-    out, report = converted
-    spec = load_spec(out)
-    assert spec.name == "cifar100" and spec.image_format == "png"
-    assert spec.class_names == fixture.fine_names and len(spec.class_names) == 100
-    assert spec.class_names[4] == "beaver" and spec.class_names[99] == "worm"
-    assert not spec.has_splits
-    assert spec.images_per_class == [3] * 100  # 2 train + 1 test pooled per class
-    hierarchy = spec.hierarchy
-    assert isinstance(hierarchy, BiLevelHierarchy)
-    assert hierarchy.superclass_names == fixture.coarse_names
-    assert hierarchy.superclass_of == [fixture.coarse_of[n] for n in fixture.fine_names]
-    assert [len(hierarchy.classes_of(s)) for s in range(20)] == [5] * 20
-    people = fixture.coarse_names.index("people")
-    assert [spec.class_names[c] for c in hierarchy.classes_of(people)] == [
-        "baby",
-        "boy",
-        "girl",
-        "man",
-        "woman",
-    ]
-    rejected = spec.provenance["rejected"]
-    assert len(rejected) == 1 and rejected[0]["path"].endswith(
-        f"cifar-100-python/{fixture.corrupt}"
-    )
-    assert rejected[0]["reason"] == "fine label 100 outside 0..99"
-    assert report.images == 300
-    verified = verify_dataset(out, progress=False)
-    assert verified.ok, format_report(verified)
-
-
-def test_records_hold_the_rgb_rows_of_their_class(fixture, converted):
-    out, _ = converted
-    reader = RecordReader(out)
-    for class_id in (0, 42, 99):
-        expected = []  # records are ordered by key: test-NNNNN, then train-NNNNN
-        for part in ("test", "train"):
-            rows = np.flatnonzero(fixture.fine[part] == class_id)
-            expected += [fixture.data[part][r].reshape(3, 32, 32).transpose(1, 2, 0) for r in rows]
-        assert reader.num_records(class_id) == len(expected) == 3
-        for k, pixels in enumerate(expected):
-            image, label = reader.read_example(class_id, k)
-            decoded = np.asarray(Image.open(io.BytesIO(image)))
-            assert label == class_id and decoded.shape == (32, 32, 3)
-            np.testing.assert_array_equal(decoded, pixels)
-
-
-def test_extracted_folder_and_rerun_are_byte_identical(fixture, converted, tmp_path, local_runner):
-    out, _ = converted
-    folder = write_cifar100_fixture(tmp_path / "raw", extracted=True)
-    report = convert(_source(), folder.path, tmp_path / "again", local_runner(1))
-    assert _digest(report.output) == _digest(out)
-    assert report.spec.provenance["read_from"] == "folder:cifar-100-python"
-
-
-def test_split_fractions_keep_ids_contiguous_and_superclasses_per_split(fixture):
-    plan = _source(split_fractions=[0.6, 0.2, 0.2], split_seed=1).plan(fixture.path)
-    splits = [c.split for c in plan.classes]
-    assert [splits.count(s) for s in Split] == [60, 20, 20]
-    spec = build_spec(plan, [], [])
-    assert spec.classes("train") == list(range(60)) and spec.classes("test") == list(range(80, 100))
-    hierarchy = spec.hierarchy
-    for split in Split:
-        supers = {hierarchy.superclass_of[c] for c in spec.classes(split)}
-        assert hierarchy.superclasses(split) == sorted(supers)
-    assert [plan.classes[i].superclass for i in range(100)] == [
-        fixture.coarse_names[fixture.coarse_of[c.name]] for c in plan.classes
-    ]
+    return Cifar100Source(**options)
 
 
 def _tar(path, members: dict[str, bytes]) -> None:
@@ -132,35 +40,119 @@ class _Exploit:
         return (os.system, ("echo pwned",))
 
 
-def test_wrong_layouts_fail_before_the_pipeline(fixture, tmp_path):
-    with pytest.raises(LayoutError, match="not found"):
-        _source().plan(tmp_path / "nope")
-    cifar10 = tmp_path / "c10"
-    (cifar10 / "cifar-10-batches-py").mkdir(parents=True)
-    with pytest.raises(
-        LayoutError, match=r"no cifar-100-python.tar.gz or cifar-100-python/ .*this is CIFAR-10"
+class TestCifar100(SourceTestCase):
+    SOURCE = Cifar100Source
+    FIXTURE = write_cifar100_fixture
+    OPTIONS = {"cifar100_rows_per_unit": 64}
+    NUM_CLASSES = 100
+    IMAGES_PER_CLASS = 3  # 2 train + 1 test pooled per class
+    REJECTED = 1  # the row with an impossible fine label
+    IMAGE_FORMAT = "png"
+    SPEC_KEYS = ("read_from",)
+
+    def test_fine_classes_coarse_hierarchy_and_counts(self, fixture, converted):
+        _, out, report = converted
+        spec = load_spec(out)
+        assert spec.name == "cifar100" and spec.image_format == "png"
+        assert spec.class_names == fixture.fine_names and len(spec.class_names) == 100
+        assert spec.class_names[4] == "beaver" and spec.class_names[99] == "worm"
+        assert not spec.has_splits
+        assert spec.images_per_class == [3] * 100  # 2 train + 1 test pooled per class
+        hierarchy = spec.hierarchy
+        assert isinstance(hierarchy, BiLevelHierarchy)
+        assert hierarchy.superclass_names == fixture.coarse_names
+        assert hierarchy.superclass_of == [fixture.coarse_of[n] for n in fixture.fine_names]
+        assert [len(hierarchy.classes_of(s)) for s in range(20)] == [5] * 20
+        people = fixture.coarse_names.index("people")
+        assert [spec.class_names[c] for c in hierarchy.classes_of(people)] == [
+            "baby",
+            "boy",
+            "girl",
+            "man",
+            "woman",
+        ]
+        rejected = spec.provenance["rejected"]
+        assert len(rejected) == 1 and rejected[0]["path"].endswith(
+            f"cifar-100-python/{fixture.corrupt}"
+        )
+        assert rejected[0]["reason"] == "fine label 100 outside 0..99"
+        assert report.images == 300
+        verified = verify_dataset(out, progress=False)
+        assert verified.ok, format_report(verified)
+
+    def test_records_hold_the_rgb_rows_of_their_class(self, fixture, converted):
+        _, out, _ = converted
+        reader = RecordReader(out)
+        for class_id in (0, 42, 99):
+            expected = []  # records are ordered by key: test-NNNNN, then train-NNNNN
+            for part in ("test", "train"):
+                rows = np.flatnonzero(fixture.fine[part] == class_id)
+                expected += [
+                    fixture.data[part][r].reshape(3, 32, 32).transpose(1, 2, 0) for r in rows
+                ]
+            assert reader.num_records(class_id) == len(expected) == 3
+            for k, pixels in enumerate(expected):
+                image, label = reader.read_example(class_id, k)
+                decoded = np.asarray(Image.open(io.BytesIO(image)))
+                assert label == class_id and decoded.shape == (32, 32, 3)
+                np.testing.assert_array_equal(decoded, pixels)
+
+    def test_extracted_folder_and_rerun_are_byte_identical(
+        self, fixture, converted, tmp_path, local_runner
     ):
-        _source().plan(cifar10)
-    folder = write_cifar100_fixture(tmp_path / "raw", extracted=True).path
-    train = folder.joinpath("train").read_bytes()
-    meta10 = pickle.dumps(
-        {b"label_names": [b"cat"] * 10, b"fine_label_names": [b"x%d" % i for i in range(10)]}
-    )
-    _tar(tmp_path / "ten.tar.gz", {"train": train, "test": train, "meta": meta10})
-    with pytest.raises(
-        LayoutError, match=r"meta: 10 fine_label_names; expected 100 distinct names \(CIFAR-10\?\)"
-    ):
-        _source().plan(tmp_path / "ten.tar.gz")
-    _tar(
-        tmp_path / "no_test.tar.gz", {"train": train, "meta": folder.joinpath("meta").read_bytes()}
-    )
-    with pytest.raises(LayoutError, match="missing cifar-100-python/test"):
-        _source().plan(tmp_path / "no_test.tar.gz")
-    folder.joinpath("test").write_bytes(pickle.dumps({b"data": _Exploit()}, protocol=2))
-    with pytest.raises(
-        LayoutError, match="refusing to load posix.system|refusing to load os.system"
-    ):
-        _source().plan(folder.parent)
+        _, out, _ = converted
+        folder = write_cifar100_fixture(tmp_path / "raw", extracted=True)
+        report = convert(_source(), folder.path, tmp_path / "again", local_runner(1))
+        assert digest(report.output, spec=False) == digest(out, spec=False)
+        assert report.spec.provenance["read_from"] == "folder:cifar-100-python"
+
+    def test_split_fractions_keep_ids_contiguous_and_superclasses_per_split(self, fixture):
+        plan = _source(split_fractions=[0.6, 0.2, 0.2], split_seed=1).plan(fixture.path)
+        splits = [c.split for c in plan.classes]
+        assert [splits.count(s) for s in Split] == [60, 20, 20]
+        spec = build_spec(plan, [], [])
+        assert spec.classes("train") == list(range(60)) and spec.classes("test") == list(
+            range(80, 100)
+        )
+        hierarchy = spec.hierarchy
+        for split in Split:
+            supers = {hierarchy.superclass_of[c] for c in spec.classes(split)}
+            assert hierarchy.superclasses(split) == sorted(supers)
+        assert [plan.classes[i].superclass for i in range(100)] == [
+            fixture.coarse_names[fixture.coarse_of[c.name]] for c in plan.classes
+        ]
+
+    def test_wrong_layouts_fail_before_the_pipeline(self, fixture, tmp_path):
+        with pytest.raises(LayoutError, match="not found"):
+            _source().plan(tmp_path / "nope")
+        cifar10 = tmp_path / "c10"
+        (cifar10 / "cifar-10-batches-py").mkdir(parents=True)
+        with pytest.raises(
+            LayoutError, match=r"no cifar-100-python.tar.gz or cifar-100-python/ .*this is CIFAR-10"
+        ):
+            _source().plan(cifar10)
+        folder = write_cifar100_fixture(tmp_path / "raw", extracted=True).path
+        train = folder.joinpath("train").read_bytes()
+        meta10 = pickle.dumps(
+            {b"label_names": [b"cat"] * 10, b"fine_label_names": [b"x%d" % i for i in range(10)]}
+        )
+        _tar(tmp_path / "ten.tar.gz", {"train": train, "test": train, "meta": meta10})
+        with pytest.raises(
+            LayoutError,
+            match=r"meta: 10 fine_label_names; expected 100 distinct names \(CIFAR-10\?\)",
+        ):
+            _source().plan(tmp_path / "ten.tar.gz")
+        _tar(
+            tmp_path / "no_test.tar.gz",
+            {"train": train, "meta": folder.joinpath("meta").read_bytes()},
+        )
+        with pytest.raises(LayoutError, match="missing cifar-100-python/test"):
+            _source().plan(tmp_path / "no_test.tar.gz")
+        folder.joinpath("test").write_bytes(pickle.dumps({b"data": _Exploit()}, protocol=2))
+        with pytest.raises(
+            LayoutError, match="refusing to load posix.system|refusing to load os.system"
+        ):
+            _source().plan(folder.parent)
 
 
 def test_superclass_votes_and_contradicting_rows():

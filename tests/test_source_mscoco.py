@@ -3,7 +3,6 @@ reference, crowd annotations kept (or left out on request), bad boxes and images
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 
@@ -12,26 +11,48 @@ from PIL import Image
 
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.mscoco import MSCOCOSource, enlarged_box
+from beam_pipelines.sources.source_config import ConfigError
 from episodes.records.record_reader import RecordReader
-from tests.meta_dataset_checks import check_matches_reference, convert_source, reference_spec
 from tests.raw_fixtures.mscoco import HEIGHT, WIDTH, write_mscoco_fixture
+from tests.source_test_case import SourceTestCase
 
 
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    fixture = write_mscoco_fixture(tmp_path_factory.mktemp("raw"))
-    out = tmp_path_factory.mktemp("out") / "mscoco"
-    return fixture, out, convert_source(MSCOCOSource, fixture.root, out)
+class TestMscoco(SourceTestCase):
+    SOURCE = MSCOCOSource
+    FIXTURE = write_mscoco_fixture
+    CLASSES_PER_SPLIT = (0, 40, 40)
+    REJECTED = 2  # the box outside its image and the truncated image
+    SPEC_KEYS = ("box_scale_ratio",)
+    REFERENCE_SPEC = "mscoco"
 
+    def test_first_classes_empty_crop_and_ratio(self, converted):
+        spec = converted.spec
+        assert spec.class_names[:3] == ["person", "motorcycle", "train"]
+        reasons = [r["reason"] for r in spec.provenance["rejected"]]
+        assert any("crop box" in r and "is empty" in r for r in reasons)
+        assert spec.provenance["box_scale_ratio"] == 1.2
 
-def test_published_split_gives_the_reference_classes(converted, reference_data):
-    fixture, out, report = converted
-    spec = check_matches_reference(out, reference_spec(reference_data, "mscoco"), fixture)
-    assert [len(spec.classes(s)) for s in ("train", "valid", "test")] == [0, 40, 40]
-    assert spec.class_names[:3] == ["person", "motorcycle", "train"]
-    reasons = [r["reason"] for r in spec.provenance["rejected"]]
-    assert any("crop box" in r and "is empty" in r for r in reasons)
-    assert spec.provenance["box_scale_ratio"] == 1.2
+    def test_records_are_the_enlarged_crops(self, converted):
+        fixture, out, report = converted
+        raw = json.loads((fixture.root / "annotations" / "instances_train2017.json").read_text())
+        names = {c["id"]: c["name"] for c in raw["categories"]}
+        reader = RecordReader(out)
+        for class_name in ("person", "dog", "toothbrush"):
+            class_id = report.spec.class_id(class_name)
+            annotations = sorted(
+                (a for a in raw["annotations"] if names[a["category_id"]] == class_name),
+                key=lambda a: (a["image_id"], a["id"]),
+            )
+            sizes = []
+            for a in annotations:
+                left, top, right, bottom = enlarged_box(a["bbox"], 1.2)
+                sizes.append((min(right, WIDTH) - max(left, 0), min(bottom, HEIGHT) - max(top, 0)))
+            decoded = [
+                Image.open(io.BytesIO(reader.read_example(class_id, k)[0])).size
+                for k in range(reader.num_records(class_id))
+            ]
+            assert decoded == [s for s in sizes if s[0] > 0 and s[1] > 0][: len(decoded)]
+            assert len(decoded) == fixture.images_per_class[class_name]
 
 
 def test_enlarged_box_formula():
@@ -42,44 +63,23 @@ def test_enlarged_box_formula():
     assert (right - left, bottom - top) == (61, 46)  # 1.5x the size, +1 inclusive pixel
 
 
-def test_records_are_the_enlarged_crops(converted):
-    fixture, out, report = converted
-    raw = json.loads((fixture.root / "annotations" / "instances_train2017.json").read_text())
-    names = {c["id"]: c["name"] for c in raw["categories"]}
-    reader = RecordReader(out)
-    for class_name in ("person", "dog", "toothbrush"):
-        class_id = report.spec.class_id(class_name)
-        annotations = sorted(
-            (a for a in raw["annotations"] if names[a["category_id"]] == class_name),
-            key=lambda a: (a["image_id"], a["id"]),
-        )
-        sizes = []
-        for a in annotations:
-            left, top, right, bottom = enlarged_box(a["bbox"], 1.2)
-            sizes.append((min(right, WIDTH) - max(left, 0), min(bottom, HEIGHT) - max(top, 0)))
-        decoded = [
-            Image.open(io.BytesIO(reader.read_example(class_id, k)[0])).size
-            for k in range(reader.num_records(class_id))
-        ]
-        assert decoded == [s for s in sizes if s[0] > 0 and s[1] > 0][: len(decoded)]
-        assert len(decoded) == fixture.images_per_class[class_name]
-
-
 def test_exclude_crowd_and_bad_layouts(tmp_path):
     fixture = write_mscoco_fixture(tmp_path / "raw")
     crowd = fixture.details["crowd_class"]
-    default = MSCOCOSource(argparse.Namespace()).plan(fixture.root)
-    strict = MSCOCOSource(argparse.Namespace(mscoco_exclude_crowd=True)).plan(fixture.root)
+    default = MSCOCOSource().plan(fixture.root)
+    strict = MSCOCOSource(mscoco_exclude_crowd=True).plan(fixture.root)
     assert default.expected_items - strict.expected_items == 1
     assert strict.provenance["crowd_annotations_left_out"] == 1 and crowd
-    with pytest.raises(LayoutError, match="--mscoco_box_scale_ratio 0.5"):
-        MSCOCOSource(argparse.Namespace(mscoco_box_scale_ratio=0.5)).plan(fixture.root)
+    with pytest.raises(ConfigError, match="--mscoco-box-scale-ratio 0.5: expected a number >= 1"):
+        MSCOCOSource(mscoco_box_scale_ratio=0.5)
     with pytest.raises(LayoutError, match="not an MSCOCO train2017 layout"):
-        MSCOCOSource(argparse.Namespace()).plan(fixture.root / "train2017")
+        MSCOCOSource().plan(fixture.root / "train2017")
     path = fixture.root / "annotations" / "instances_train2017.json"
     raw = json.loads(path.read_text())
     raw["categories"] = [c for c in raw["categories"] if c["name"] != "zebra"]
-    raw["annotations"] = [a for a in raw["annotations"] if a["category_id"] in {c["id"] for c in raw["categories"]}]
+    raw["annotations"] = [
+        a for a in raw["annotations"] if a["category_id"] in {c["id"] for c in raw["categories"]}
+    ]
     path.write_text(json.dumps(raw))
     with pytest.raises(LayoutError, match="'zebra' of the split list"):
-        MSCOCOSource(argparse.Namespace()).plan(fixture.root)
+        MSCOCOSource().plan(fixture.root)

@@ -1,10 +1,9 @@
-"""Quick Draw conversion: one class per .npy, row chunks, --quickdraw_max_per_class, a
+"""Quick Draw conversion: one class per .npy, row chunks, --quickdraw-max-per-class, a
 truncated file reported, the reference's pixels by default, lossless with
 --pixel-convention original."""
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 
@@ -14,40 +13,43 @@ from PIL import Image
 
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.quickdraw import QuickDrawSource
+from beam_pipelines.sources.source_config import ConfigError
 from episodes.records.record_reader import RecordReader
-from tests.meta_dataset_checks import check_matches_reference, convert_source, reference_spec
+from tests.meta_dataset_checks import convert_source
 from tests.raw_fixtures.quickdraw import write_quickdraw_fixture
+from tests.source_test_case import SourceTestCase
 
 
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    fixture = write_quickdraw_fixture(tmp_path_factory.mktemp("raw"))
-    out = tmp_path_factory.mktemp("out") / "quickdraw"
-    return fixture, out, convert_source(QuickDrawSource, fixture.root, out)
+class TestQuickDraw(SourceTestCase):
+    SOURCE = QuickDrawSource
+    FIXTURE = write_quickdraw_fixture
+    CLASSES_PER_SPLIT = (241, 52, 52)
+    REJECTED = 1  # the truncated .npy
+    IMAGE_FORMAT = "jpeg"
+    SPEC_KEYS = ("empty_classes", "pixel_convention")
+    REFERENCE_SPEC = "quickdraw"
 
+    def test_named_class_empty_class_and_truncated_file(self, converted):
+        fixture, _, _ = converted
+        spec = converted.spec
+        assert "police car" in spec.class_names
+        assert spec.provenance["empty_classes"] == [spec.class_id(fixture.classes[0])]
+        assert "truncated" in spec.provenance["rejected"][0]["reason"]
 
-def test_published_split_gives_the_reference_classes(converted, reference_data):
-    fixture, out, report = converted
-    spec = check_matches_reference(out, reference_spec(reference_data, "quickdraw"), fixture)
-    assert [len(spec.classes(s)) for s in ("train", "valid", "test")] == [241, 52, 52]
-    assert "police car" in spec.class_names
-    assert spec.provenance["empty_classes"] == [spec.class_id(fixture.classes[0])]
-    assert "truncated" in spec.provenance["rejected"][0]["reason"]
-
-
-def test_pixels_are_the_reference_converters_by_default(converted):
-    """Each row as the reference stores it: a 28x28 image converted to RGB, PIL-default JPEG."""
-    fixture, out, report = converted
-    class_id = report.spec.class_id("police car")
-    rows = np.load(fixture.root / "police car.npy")
-    reader = RecordReader(out)
-    for k in range(rows.shape[0]):
-        stored = reader.read_example(class_id, k)[0]
-        expected = io.BytesIO()
-        Image.fromarray(rows[k].reshape(28, 28)).convert("RGB").save(expected, format="JPEG")
-        assert stored == expected.getvalue()
-    assert report.spec.image_format == "jpeg"
-    assert report.spec.provenance["pixel_convention"] == "meta-dataset"
+    def test_pixels_are_the_reference_converters_by_default(self, converted):
+        """Each row as the reference stores it: a 28x28 image converted to RGB, PIL-default
+        JPEG."""
+        fixture, out, report = converted
+        class_id = report.spec.class_id("police car")
+        rows = np.load(fixture.root / "police car.npy")
+        reader = RecordReader(out)
+        for k in range(rows.shape[0]):
+            stored = reader.read_example(class_id, k)[0]
+            expected = io.BytesIO()
+            Image.fromarray(rows[k].reshape(28, 28)).convert("RGB").save(expected, format="JPEG")
+            assert stored == expected.getvalue()
+        assert report.spec.image_format == "jpeg"
+        assert report.spec.provenance["pixel_convention"] == "meta-dataset"
 
 
 def test_original_pixel_convention_stores_losslessly(tmp_path):
@@ -80,7 +82,7 @@ def test_chunks_and_max_per_class(tmp_path):
         quickdraw_chunk_rows=2,
         pixel_convention="original",  # lossless, to compare rows
     )
-    plan = QuickDrawSource(argparse.Namespace(**options)).plan(fixture.root)
+    plan = QuickDrawSource(**options).plan(fixture.root)
     assert plan.expected_items == 10 and len(plan.units) == 6
     report = convert_source(QuickDrawSource, fixture.root, tmp_path / "out", **options)
     assert report.spec.images_per_class == [5, 5]
@@ -94,11 +96,9 @@ def test_chunks_and_max_per_class(tmp_path):
 
 def test_bad_layouts(tmp_path):
     with pytest.raises(LayoutError, match="no <category>.npy files"):
-        QuickDrawSource(argparse.Namespace()).plan(tmp_path)
+        QuickDrawSource().plan(tmp_path)
     fixture = write_quickdraw_fixture(tmp_path / "raw", classes=["cat"])
-    with pytest.raises(LayoutError, match="--quickdraw_max_per_class 0"):
-        QuickDrawSource(argparse.Namespace(random_split=True, quickdraw_max_per_class=0)).plan(
-            fixture.root
-        )
+    with pytest.raises(ConfigError, match="--quickdraw-max-per-class 0: expected an integer >= 1"):
+        QuickDrawSource(random_split=True, quickdraw_max_per_class=0)
     with pytest.raises(LayoutError, match="'hedgehog' of the split list"):
-        QuickDrawSource(argparse.Namespace()).plan(fixture.root)
+        QuickDrawSource().plan(fixture.root)

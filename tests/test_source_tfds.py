@@ -3,12 +3,9 @@ feature, pooled splits, TFRecord and ArrayRecord shards, a corrupt record, never
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import io
 import shutil
 import struct
-from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -21,63 +18,17 @@ from beam_pipelines.sources.tfds_source import TfdsSource
 from episodes.records.dataset_spec import load_spec
 from episodes.records.record_reader import RecordReader
 
-tfds = pytest.importorskip("tensorflow_datasets")
+pytest.importorskip("tensorflow_datasets")
 
-NAME = "fewshot_test_shapes"
-LABELS = ["circle", "square", "triangle"]
-SPLIT_SIZES = {"train": 13, "test": 5}
-
-
-def _example(split: str, index: int) -> tuple[np.ndarray, int]:
-    rng = np.random.default_rng([len(split), index])
-    return rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8), (index * 7 + len(split)) % 3
-
-
-class FewshotTestShapes(tfds.core.GeneratorBasedBuilder):
-    """Three classes of random 8x8 images, generated in memory."""
-
-    VERSION = tfds.core.Version("1.0.0")
-    # Defined in a test module: no checksums file to look up next to the code (tfds would
-    # otherwise need the `importlib_resources` backport to locate it).
-    code_path = None
-
-    def _info(self):
-        return tfds.core.DatasetInfo(
-            builder=self,
-            features=tfds.features.FeaturesDict(
-                {
-                    "image": tfds.features.Image(shape=(8, 8, 3)),
-                    "label": tfds.features.ClassLabel(names=LABELS),
-                    "id": tfds.features.Text(),
-                }
-            ),
-            supervised_keys=("image", "label"),
-        )
-
-    def _split_generators(self, dl_manager):
-        return {split: self._generate_examples(split) for split in SPLIT_SIZES}
-
-    def _generate_examples(self, split):
-        for index in range(SPLIT_SIZES[split]):
-            image, label = _example(split, index)
-            yield f"{split}-{index}", {"image": image, "label": label, "id": f"{split}-{index}"}
-
-
-def _prepare(data_dir, file_format: str):
-    builder = FewshotTestShapes(data_dir=str(data_dir), file_format=file_format)
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(try_download_gcs=False)
-    )
-    return builder
-
-
-def _expected(splits=tuple(SPLIT_SIZES)) -> dict[int, list[bytes]]:
-    per_class = defaultdict(list)
-    for split in splits:
-        for index in range(SPLIT_SIZES[split]):
-            image, label = _example(split, index)
-            per_class[label].append(image.tobytes())
-    return {label: sorted(images) for label, images in per_class.items()}
+from tests.meta_dataset_checks import digest  # noqa: E402
+from tests.raw_fixtures.tfds import (  # noqa: E402 (needs tensorflow_datasets)
+    LABELS,
+    NAME,
+    SPLIT_SIZES,
+    expected_images,
+    write_tfds_fixture,
+)
+from tests.source_test_case import SourceTestCase  # noqa: E402
 
 
 def _stored(out) -> dict[int, list[bytes]]:
@@ -94,82 +45,94 @@ def _stored(out) -> dict[int, list[bytes]]:
     return stored
 
 
-def _digest(folder) -> dict[str, str]:
-    return {
-        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.iterdir())
-        if p.suffix in (".tfrecords", ".index")
-    }
-
-
 def _source(**options) -> TfdsSource:
-    return TfdsSource(argparse.Namespace(source=f"tfds:{NAME}", **options))
+    return TfdsSource(tfds_name=NAME, **options)
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tfds")
-    _prepare(root, "tfrecord")
-    return root
+class TestTfds(SourceTestCase):
+    SOURCE = TfdsSource
+    FIXTURE = write_tfds_fixture
+    OPTIONS = {"tfds_name": NAME}
+    DATASET = NAME
+    NUM_CLASSES = len(LABELS)
+    TOTAL_IMAGES = sum(SPLIT_SIZES.values())
+    IMAGE_FORMAT = "png"
+    SPEC_KEYS = ("tfds_splits", "image_feature", "label_feature", "tfds_file_format")
 
+    @pytest.fixture(scope="class")
+    def data_dir(self, fixture):
+        return fixture.root
 
-def test_converts_every_split_pooled_per_class(data_dir, tmp_path):
-    out = tmp_path / "out"
-    code = convert_cli.main(
-        [
-            "--source",
-            f"tfds:{NAME}",
-            "--input",
-            str(tmp_path),
-            "--tfds_data_dir",
-            str(data_dir),
-            "--output",
-            str(out),
+    def test_converts_every_split_pooled_per_class(self, data_dir, tmp_path):
+        out = tmp_path / "out"
+        code = convert_cli.main(
+            [
+                "--source",
+                f"tfds:{NAME}",
+                "--input",
+                str(tmp_path),
+                "--tfds-data-dir",
+                str(data_dir),
+                "--output",
+                str(out),
+            ]
+        )
+        assert code == 0
+        spec = load_spec(out)
+        assert spec.name == NAME and spec.class_names == LABELS and not spec.has_splits
+        expected = expected_images()
+        assert spec.images_per_class == [len(expected[c]) for c in range(3)]
+        assert sum(spec.images_per_class) == sum(SPLIT_SIZES.values())
+        assert _stored(out) == expected  # PNG in, PNG out: identical pixels
+        assert spec.image_format == "png" and spec.provenance["tfds_splits"] == ["test", "train"]
+        assert (
+            spec.provenance["image_feature"] == "image" and spec.provenance["rejected_count"] == 0
+        )
+
+    def test_one_split_and_array_record_shards(self, data_dir, tmp_path, local_runner):
+        test_only = convert(
+            _source(tfds_split="test"), data_dir, tmp_path / "test_only", local_runner(1)
+        )
+        assert test_only.spec.images_per_class == [
+            len(v) for _, v in sorted(expected_images(["test"]).items())
         ]
-    )
-    assert code == 0
-    spec = load_spec(out)
-    assert spec.name == NAME and spec.class_names == LABELS and not spec.has_splits
-    expected = _expected()
-    assert spec.images_per_class == [len(expected[c]) for c in range(3)]
-    assert sum(spec.images_per_class) == sum(SPLIT_SIZES.values())
-    assert _stored(out) == expected  # PNG in, PNG out: identical pixels
-    assert spec.image_format == "png" and spec.provenance["tfds_splits"] == ["test", "train"]
-    assert spec.provenance["image_feature"] == "image" and spec.provenance["rejected_count"] == 0
+        whole = convert(_source(), data_dir, tmp_path / "whole", local_runner(1))
+        array_dir = tmp_path / "array_record"
+        write_tfds_fixture(array_dir, "array_record")
+        arrays = convert(
+            _source(tfds_data_dir=str(array_dir)), tmp_path, tmp_path / "arrays", local_runner(1)
+        )
+        assert arrays.spec.provenance["tfds_file_format"] == "array_record"
+        assert digest(arrays.output, spec=False) == digest(whole.output, spec=False)
+        again = convert(_source(), data_dir, tmp_path / "again", local_runner(1))
+        assert digest(again.output, spec=False) == digest(whole.output, spec=False)
 
+    def test_corrupt_record_is_rejected_and_the_rest_converted(
+        self, data_dir, tmp_path, local_runner
+    ):
+        copy = tmp_path / "copy"
+        shutil.copytree(data_dir, copy)
+        shard = next(copy.rglob(f"{NAME}-train.tfrecord-*"))
+        data = bytearray(shard.read_bytes())
+        (length,) = struct.unpack("<Q", data[:8])
+        data[12 + length // 2] ^= 0xFF  # inside the first record's payload
+        shard.write_bytes(bytes(data))
+        report = convert(_source(), copy, tmp_path / "out", local_runner(1))
+        rejected = report.spec.provenance["rejected"]
+        assert len(rejected) == 1 and rejected[0]["path"] == f"{shard}[0]"
+        assert "payload CRC mismatch" in rejected[0]["reason"]
+        assert report.images == sum(SPLIT_SIZES.values()) - 1
 
-def test_one_split_and_array_record_shards(data_dir, tmp_path, local_runner):
-    test_only = convert(
-        _source(tfds_split="test"), data_dir, tmp_path / "test_only", local_runner(1)
-    )
-    assert test_only.spec.images_per_class == [
-        len(v) for _, v in sorted(_expected(["test"]).items())
-    ]
-    whole = convert(_source(), data_dir, tmp_path / "whole", local_runner(1))
-    array_dir = tmp_path / "array_record"
-    _prepare(array_dir, "array_record")
-    arrays = convert(
-        _source(tfds_data_dir=str(array_dir)), tmp_path, tmp_path / "arrays", local_runner(1)
-    )
-    assert arrays.spec.provenance["tfds_file_format"] == "array_record"
-    assert _digest(arrays.output) == _digest(whole.output)
-    again = convert(_source(), data_dir, tmp_path / "again", local_runner(1))
-    assert _digest(again.output) == _digest(whole.output)
-
-
-def test_corrupt_record_is_rejected_and_the_rest_converted(data_dir, tmp_path, local_runner):
-    copy = tmp_path / "copy"
-    shutil.copytree(data_dir, copy)
-    shard = next(copy.rglob(f"{NAME}-train.tfrecord-*"))
-    data = bytearray(shard.read_bytes())
-    (length,) = struct.unpack("<Q", data[:8])
-    data[12 + length // 2] ^= 0xFF  # inside the first record's payload
-    shard.write_bytes(bytes(data))
-    report = convert(_source(), copy, tmp_path / "out", local_runner(1))
-    rejected = report.spec.provenance["rejected"]
-    assert len(rejected) == 1 and rejected[0]["path"] == f"{shard}[0]"
-    assert "payload CRC mismatch" in rejected[0]["reason"]
-    assert report.images == sum(SPLIT_SIZES.values()) - 1
+    def test_unknown_split_and_feature_keys(self, data_dir):
+        with pytest.raises(
+            LayoutError, match=r"unknown split\(s\) \['validation'\]; .* has \['test', 'train'\]"
+        ):
+            _source(tfds_split="validation").plan(data_dir)
+        with pytest.raises(
+            LayoutError,
+            match=r"top-level Image features \['image'\]; .*--tfds-image-key \(got 'id'\)",
+        ):
+            _source(tfds_image_key="id").plan(data_dir)
 
 
 def test_never_downloads_and_names_what_is_missing(tmp_path, capsys):
@@ -178,25 +141,14 @@ def test_never_downloads_and_names_what_is_missing(tmp_path, capsys):
     with pytest.raises(
         LayoutError, match=r"TFDS dataset 'mnist' is not prepared there .*never downloads"
     ):
-        TfdsSource(argparse.Namespace(source="tfds:mnist")).plan(empty)
+        TfdsSource(tfds_name="mnist").plan(empty)
     assert not any(empty.iterdir())
     with pytest.raises(LayoutError, match="'no_such_dataset_xyz' not found there"):
-        TfdsSource(argparse.Namespace(source="tfds:no_such_dataset_xyz")).plan(empty)
+        TfdsSource(tfds_name="no_such_dataset_xyz").plan(empty)
     with pytest.raises(LayoutError, match="expected tfds:NAME"):
-        TfdsSource(argparse.Namespace(source="tfds")).plan(empty)
+        TfdsSource().plan(empty)
     with pytest.raises(LayoutError, match="not found"):
         _source().plan(tmp_path / "missing")
     with pytest.raises(SystemExit):
         convert_cli.main(["--source", "tfds:mnist", "--help"])
-    assert "--tfds_data_dir" in capsys.readouterr().out
-
-
-def test_unknown_split_and_feature_keys(data_dir):
-    with pytest.raises(
-        LayoutError, match=r"unknown split\(s\) \['validation'\]; .* has \['test', 'train'\]"
-    ):
-        _source(tfds_split="validation").plan(data_dir)
-    with pytest.raises(
-        LayoutError, match=r"top-level Image features \['image'\]; .*--tfds_image_key \(got 'id'\)"
-    ):
-        _source(tfds_image_key="id").plan(data_dir)
+    assert "--tfds-data-dir" in capsys.readouterr().out

@@ -3,48 +3,38 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.traffic_sign import TrafficSignSource
-from tests.meta_dataset_checks import (
-    check_matches_reference,
-    convert_source,
-    digest,
-    reference_spec,
-)
 from tests.raw_fixtures.traffic_sign import write_traffic_sign_fixture
+from tests.source_test_case import SourceTestCase
 
 
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    fixture = write_traffic_sign_fixture(tmp_path_factory.mktemp("raw"))
-    out = tmp_path_factory.mktemp("out") / "traffic_sign"
-    return fixture, out, convert_source(TrafficSignSource, fixture.root, out)
+class TestTrafficSign(SourceTestCase):
+    SOURCE = TrafficSignSource
+    FIXTURE = write_traffic_sign_fixture
+    CLASSES_PER_SPLIT = (0, 0, 43)
+    REJECTED = 1  # the truncated image
+    REFERENCE_SPEC = "traffic_sign"
+    RERUN_WORKERS = 2  # 2 workers give the same bytes as 1
 
-
-def test_published_split_gives_the_reference_classes(converted, reference_data):
-    fixture, out, report = converted
-    spec = check_matches_reference(out, reference_spec(reference_data, "traffic_sign"), fixture)
-    assert [len(spec.classes(s)) for s in ("train", "valid", "test")] == [0, 0, 43]
-    assert spec.class_names[0] == "00.Speed limit (20km/h)"
-    # the per-class GT-000NN.csv is an annotation file, neither converted nor rejected
-    assert not any(r["path"].endswith(".csv") for r in spec.provenance["rejected"])
-
-
-def test_two_workers_give_the_same_bytes(converted, tmp_path):
-    fixture, out, _ = converted
-    two = convert_source(TrafficSignSource, fixture.root, tmp_path / "traffic_sign", workers=2)
-    assert digest(two.output) == digest(out)
+    def test_first_class_and_annotation_files(self, converted):
+        spec = converted.spec
+        assert spec.class_names[0] == "00.Speed limit (20km/h)"
+        # the per-class GT-000NN.csv is an annotation file, neither converted nor rejected
+        assert not any(r["path"].endswith(".csv") for r in spec.provenance["rejected"])
 
 
 def test_random_split_keeps_every_class_for_test(tmp_path):
-    fixture = write_traffic_sign_fixture(tmp_path / "raw", classes=["00.Speed limit (20km/h)", "14.Stop"])
-    plan = TrafficSignSource(argparse.Namespace(random_split=True)).plan(fixture.root)
+    fixture = write_traffic_sign_fixture(
+        tmp_path / "raw", classes=["00.Speed limit (20km/h)", "14.Stop"]
+    )
+    plan = TrafficSignSource(random_split=True).plan(fixture.root)
     assert [(c.name, c.split.value) for c in plan.classes] == [
-        ("00.Speed limit (20km/h)", "test"), ("14.Stop", "test")]
+        ("00.Speed limit (20km/h)", "test"),
+        ("14.Stop", "test"),
+    ]
 
 
 def test_bad_layouts(tmp_path):
@@ -53,10 +43,10 @@ def test_bad_layouts(tmp_path):
     good = csv_path.read_text()
     csv_path.write_text(good.replace(";14\n", ";15\n"))
     with pytest.raises(LayoutError, match="has ClassId 15 inside class folder 00014"):
-        TrafficSignSource(argparse.Namespace(random_split=True)).plan(fixture.root)
+        TrafficSignSource(random_split=True).plan(fixture.root)
     csv_path.write_text(good)
     (fixture.root / "Final_Training" / "Images" / "00043").mkdir()
     with pytest.raises(LayoutError, match="names only 43 classes"):
-        TrafficSignSource(argparse.Namespace(random_split=True)).plan(fixture.root)
+        TrafficSignSource(random_split=True).plan(fixture.root)
     with pytest.raises(LayoutError, match="not a GTSRB layout"):
-        TrafficSignSource(argparse.Namespace()).plan(tmp_path)
+        TrafficSignSource().plan(tmp_path)

@@ -2,47 +2,41 @@
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pytest
 from scipy.io import loadmat, savemat
 
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.vgg_flower import VggFlowerSource
-from tests.meta_dataset_checks import check_matches_reference, convert_source, reference_spec
 from tests.raw_fixtures.vgg_flower import write_vgg_flower_fixture
+from tests.source_test_case import SourceTestCase
 
 
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    fixture = write_vgg_flower_fixture(tmp_path_factory.mktemp("raw"))
-    out = tmp_path_factory.mktemp("out") / "vgg_flower"
-    return fixture, out, convert_source(VggFlowerSource, fixture.root, out)
+class TestVggFlower(SourceTestCase):
+    SOURCE = VggFlowerSource
+    FIXTURE = write_vgg_flower_fixture
+    CLASSES_PER_SPLIT = (71, 15, 16)
+    REJECTED = 1  # the truncated image
+    REFERENCE_SPEC = "vgg_flower"
 
+    def test_first_class(self, converted):
+        assert converted.spec.class_names[0] == "090.canna lily"
 
-def test_published_split_gives_the_reference_classes(converted, reference_data):
-    fixture, out, report = converted
-    spec = check_matches_reference(out, reference_spec(reference_data, "vgg_flower"), fixture)
-    assert [len(spec.classes(s)) for s in ("train", "valid", "test")] == [71, 15, 16]
-    assert spec.class_names[0] == "090.canna lily"
-
-
-def test_images_go_to_the_class_of_their_label(converted):
-    fixture, out, _ = converted
-    labels = loadmat(str(fixture.root / "imagelabels.mat"))["labels"].reshape(-1).astype(int)
-    plan = VggFlowerSource(argparse.Namespace()).plan(fixture.root)
-    for unit in plan.units:
-        class_name, entries = unit.payload
-        for entry in entries:
-            index = int(entry.key[len("image_"):-len(".jpg")])
-            assert int(class_name[:3]) == labels[index - 1]
+    def test_images_go_to_the_class_of_their_label(self, converted):
+        fixture, out, _ = converted
+        labels = loadmat(str(fixture.root / "imagelabels.mat"))["labels"].reshape(-1).astype(int)
+        plan = VggFlowerSource().plan(fixture.root)
+        for unit in plan.units:
+            class_name, entries = unit.payload
+            for entry in entries:
+                index = int(entry.key[len("image_") : -len(".jpg")])
+                assert int(class_name[:3]) == labels[index - 1]
 
 
 def test_bad_labels_and_layouts(tmp_path):
     names = ["001.pink primrose", "002.hard-leaved pocket orchid", "003.canterbury bells"]
     fixture = write_vgg_flower_fixture(tmp_path / "raw", classes=names)  # one per random split
-    source = VggFlowerSource(argparse.Namespace(random_split=True))
+    source = VggFlowerSource(random_split=True)
     assert sorted(c.name for c in source.plan(fixture.root).classes) == names
     savemat(str(fixture.root / "imagelabels.mat"), {"labels": np.array([[1, 103]], dtype=float)})
     with pytest.raises(LayoutError, match="label 103 outside 1..102"):

@@ -109,7 +109,7 @@ def slow_raw(tmp_path_factory) -> Path:
     return root
 
 
-SLOW = ("--resize", "640", "--image_mode", "RGB", "--direct_num_workers", "2")
+SLOW = ("--resize", "640", "--image-mode", "RGB", "--direct_num_workers", "2")
 
 
 @pytest.mark.parametrize("every_source", [False, True], ids=["one-source", "all"])
@@ -276,7 +276,7 @@ def test_image_over_the_shared_size_limit_is_rejected_at_conversion(tmp_path):
 
 
 def _emnist_cmd(root: Path, out: Path, *extra: str) -> list[str]:
-    return _convert_cmd(root, out, "--emnist_split", "mnist", *extra, source="emnist")
+    return _convert_cmd(root, out, "--emnist-split", "mnist", *extra, source="emnist")
 
 
 def test_idx_orientation_and_class_names_file(tmp_path):

@@ -40,7 +40,9 @@ def get_source_class(name: str) -> type[Source]:
     """The Source class for `--source NAME`; `tfds:NAME` resolves to the `tfds` source."""
     key = "tfds" if name.startswith("tfds:") else name
     if key not in SOURCES:
-        raise LayoutError(f"unknown --source {name!r}: expected one of {', '.join(sorted(SOURCES))}")
+        raise LayoutError(
+            f"unknown --source {name!r}: expected one of {', '.join(sorted(SOURCES))}"
+        )
     return SOURCES[key]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import argparse
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy as np
 
 from beam_pipelines.image_codec import ImageOptions
 from beam_pipelines.pixel_conventions import META_DATASET, REFERENCE_JPEG_QUALITY, pixel_convention
+from beam_pipelines.sources.source_config import SourceConfig
 from episodes.records.dataset_spec import DagHierarchy, Split
 from splits.split_sizes import split_by_fractions as cut_by_fractions
 
@@ -99,7 +101,8 @@ class ConversionPlan:
 
 
 class Source(abc.ABC):
-    """A raw dataset layout. Subclasses set `name`, `layout`, and implement plan/read_unit."""
+    """A raw dataset layout. Subclasses set `name`, `layout` (and `config_class` for options of
+    their own), and implement plan/read_unit; options are read from `self.config`."""
 
     name: ClassVar[str]
     layout: ClassVar[str]  # one line: the raw files a user must provide
@@ -112,25 +115,38 @@ class Source(abc.ABC):
     # True where plan/read_unit also work on object storage (episodes.records.storage_paths)
     remote_input: ClassVar[bool] = False
 
-    def __init__(self, options: argparse.Namespace | None = None):
-        self.options = options or argparse.Namespace()
+    # The typed options of this source (beam_pipelines.sources.source_config), its flags.
+    config_class: ClassVar[type[SourceConfig]] = SourceConfig
+
+    def __init__(self, config: SourceConfig | None = None, **options: Any):
+        """`config` (default: the config class's defaults), with `options` replacing fields,
+        e.g. `DTDSource(random_split=True)`; a bad value raises ConfigError."""
+        if config is None:
+            config = self.config_class(**options)
+        elif not isinstance(config, self.config_class):
+            raise TypeError(
+                f"{type(self).__name__} takes a {self.config_class.__name__}, "
+                f"got {type(config).__name__}"
+            )
+        elif options:
+            config = dataclasses.replace(config, **options)
+        self.config = config
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Source-specific command-line options (default: none)."""
-        return None
+    def from_args(cls, args: argparse.Namespace) -> Source:
+        """The source configured by parsed command-line flags (`add_config_arguments`)."""
+        return cls(cls.config_class.from_args(args))
 
     def image_options(self) -> ImageOptions:
-        opts = self.options
-        convention = pixel_convention(opts, self.meta_dataset_pixels)
+        config = self.config
+        convention = pixel_convention(config.pixel_convention, self.meta_dataset_pixels)
         reference = convention == META_DATASET
         return ImageOptions(
-            image_format=getattr(opts, "image_format", None)
+            image_format=config.image_format
             or ("jpeg" if reference else self.default_image_format),
-            mode=getattr(opts, "image_mode", None) or ("RGB" if reference else self.default_mode),
-            jpeg_quality=getattr(opts, "jpeg_quality", None)
-            or (REFERENCE_JPEG_QUALITY if reference else 95),
-            resize=getattr(opts, "resize", None),
+            mode=config.image_mode or ("RGB" if reference else self.default_mode),
+            jpeg_quality=config.jpeg_quality or (REFERENCE_JPEG_QUALITY if reference else 95),
+            resize=config.resize,
             convention=convention,
             invert=reference and self.reference_inverts,
         )

@@ -8,7 +8,7 @@ Choices:
   (the coarse label its images carry).
 - The train (500 per class) and test (100 per class) images are pooled per class, keys
   `train-00042` / `test-00007` (row numbers); no fixed class split (FC100 and the ATG tasksets
-  come from split files) unless `--split_fractions` draws one.
+  come from split files) unless `--split-fractions` draws one.
 - Images are the 32x32 RGB rows (1024 red, 1024 green, 1024 blue values, row-major), stored
   as PNG.
 - Planning reads `meta` and both pickles once (one pass over the archive), checks shapes and
@@ -21,12 +21,12 @@ Choices:
 
 from __future__ import annotations
 
-import argparse
 import io
 import pickle
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +43,11 @@ from beam_pipelines.sources.base import (
     require_input,
 )
 from beam_pipelines.sources.fraction_split import (
-    add_fraction_arguments,
+    FractionSplitConfig,
     fraction_rule,
     fraction_splits,
 )
+from beam_pipelines.sources.source_config import option
 from episodes.records.dataset_spec import Split
 
 ROOT = "cifar-100-python"
@@ -187,21 +188,18 @@ def rejected_rows(
     return rows
 
 
+@dataclass(frozen=True)
+class Cifar100Config(FractionSplitConfig):
+    cifar100_rows_per_unit: int = option(ROWS_PER_UNIT, "images per work unit", minimum=1)
+
+
 class Cifar100Source(Source):
     name = "cifar100"
     layout = f"{ARCHIVE} or the extracted {ROOT}/ folder with train, test and meta pickles"
     default_image_format = "png"
     default_mode = "RGB"
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--cifar100_rows_per_unit",
-            type=int,
-            default=ROWS_PER_UNIT,
-            help=f"images per work unit (default {ROWS_PER_UNIT})",
-        )
-        add_fraction_arguments(parser)
+    config_class = Cifar100Config
 
     def _locate(self, input_path: Path) -> tuple[str, Path]:
         require_input(input_path, f"a folder holding {self.layout}")
@@ -223,7 +221,7 @@ class Cifar100Source(Source):
 
     def plan(self, input_path: Path) -> ConversionPlan:
         input_path = Path(input_path)
-        rows_per_unit = int(getattr(self.options, "cifar100_rows_per_unit", None) or ROWS_PER_UNIT)
+        rows_per_unit = self.config.cifar100_rows_per_unit
         kind, path = self._locate(input_path)
         raw = _read_parts(kind, str(path), ["meta", *PARTS])
         missing = [n for n in ("meta", *PARTS) if n not in raw]
@@ -285,7 +283,7 @@ class Cifar100Source(Source):
                     tuple(fine_names),
                 )
                 units.append(WorkUnit(f"{part}-{start:05d}", payload, stop - start - len(skip)))
-        splits = fraction_splits(fine_names, self.options)
+        splits = fraction_splits(fine_names, self.config)
         order = {Split.TRAIN: 0, Split.VALID: 1, Split.TEST: 2, None: 3}
         ranked = sorted(range(NUM_FINE), key=lambda f: (order[splits[fine_names[f]]], f))
         return ConversionPlan(
@@ -304,7 +302,7 @@ class Cifar100Source(Source):
                 "read_from": f"{kind}:{path.name}",
                 "parts": list(PARTS),
                 "fine_label_ids": {fine_names[f]: f for f in range(NUM_FINE)},
-                "split_rule": fraction_rule(self.options),
+                "split_rule": fraction_rule(self.config),
             },
         )
 

@@ -3,16 +3,16 @@
 `gzip/emnist-<split>-mapping.txt`), the extracted `gzip/` folder, or the loose `.gz` files.
 
 Choices:
-- `--emnist_split` picks one of byclass (62 classes, the default and the ATG paper's EMNIST:
+- `--emnist-split` picks one of byclass (62 classes, the default and the ATG paper's EMNIST:
   814,255 images of digits, uppercase and lowercase letters), bymerge (47), balanced (47),
   letters (26, raw labels 1..26), digits (10) or mnist (10).
 - Class names are the characters ('0', 'A', 'a'), read from `emnist-<split>-mapping.txt`
   ("label ascii [ascii]" lines) when present, else from the published mapping of the split;
   merged classes (letters, and the merged letters of bymerge/balanced) take the uppercase
   character. Class ids follow the raw label order.
-- `--emnist_parts train,test` (default both): the train and test images are pooled per
+- `--emnist-parts train,test` (default both): the train and test images are pooled per
   class (keys `train-0000042`, `test-0000007`); EMNIST's train/test split is an image split,
-  not a class split, so classes have no split unless `--split_fractions` draws one.
+  not a class split, so classes have no split unless `--split-fractions` draws one.
 - Images are stored upright: IDX rows hold the transposed character, so each 28x28 image is
   transposed before it is written as a grayscale PNG. `--no-idx-transpose` keeps the rows as
   they are, for IDX files stored upright (MNIST, Fashion-MNIST renamed to the EMNIST names).
@@ -21,7 +21,7 @@ Choices:
 - Planning reads the IDX headers and the (small) label files: a missing file, a file of
   another split, or a label count that differs from the image count stops with a clear
   error before the pipeline. Labels outside the split's range are listed as rejected rows.
-  Images are read in workers by row ranges (`--emnist_rows_per_unit`, 50,000 by default) with a
+  Images are read in workers by row ranges (`--emnist-rows-per-unit`, 50,000 by default) with a
   forward seek in the gzip stream; a truncated images file yields one rejected item per
   missing row (named `<file>[row]`) instead of failing the conversion. A forward seek
   decompresses what it skips, so a unit costs a decompression up to its last row: 50,000-row
@@ -30,12 +30,12 @@ Choices:
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import re
 import struct
 import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,10 +56,11 @@ from beam_pipelines.sources.base import (
     require_input,
 )
 from beam_pipelines.sources.fraction_split import (
-    add_fraction_arguments,
+    FractionSplitConfig,
     fraction_rule,
     fraction_splits,
 )
+from beam_pipelines.sources.source_config import ConfigError, option
 from episodes.records.dataset_spec import Split
 
 SIDE = 28
@@ -189,6 +190,46 @@ def _read_class_names(path: Path, split: str, labels: list[int]) -> list[str]:
     return names
 
 
+@dataclass(frozen=True)
+class EmnistConfig(FractionSplitConfig):
+    emnist_split: str = option(
+        "byclass",
+        "EMNIST split to convert (default byclass: 62 classes)",
+        choices=sorted(KNOWN_SPLITS),
+    )
+    emnist_parts: str = option(
+        "train,test", "image parts pooled per class: train,test (default), train or test"
+    )
+    emnist_rows_per_unit: int = option(
+        ROWS_PER_UNIT, f"images per work unit (default {ROWS_PER_UNIT:,})", minimum=1
+    )
+    idx_transpose: bool = option(
+        True,
+        "transpose each IDX image to store it upright (default: yes, as EMNIST needs; "
+        "--no-idx-transpose for IDX files stored upright, e.g. MNIST or Fashion-MNIST)",
+    )
+    class_names: str | None = option(
+        None,
+        "class names, one per line in raw label order (default: the characters of the split's "
+        "mapping), e.g. the 10 Fashion-MNIST names with --emnist-split mnist",
+        metavar="FILE",
+    )
+
+    def validate(self) -> None:
+        super().validate()
+        parts = [p.strip() for p in self.emnist_parts.split(",") if p.strip()]
+        if not parts or any(p not in PARTS for p in parts) or len(set(parts)) != len(parts):
+            raise ConfigError(
+                f"--emnist-parts {self.emnist_parts!r}: expected train, test or train,test"
+            )
+
+    @property
+    def parts(self) -> list[str]:
+        """The image parts to pool, in file order."""
+        chosen = {p.strip() for p in self.emnist_parts.split(",")}
+        return [p for p in PARTS if p in chosen]
+
+
 class EmnistSource(Source):
     name = "emnist"
     layout = (
@@ -198,54 +239,7 @@ class EmnistSource(Source):
     default_image_format = "png"
     default_mode = "L"
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--emnist_split",
-            choices=sorted(KNOWN_SPLITS),
-            default="byclass",
-            help="EMNIST split to convert (default byclass: 62 classes)",
-        )
-        parser.add_argument(
-            "--emnist_parts",
-            default="train,test",
-            help="image parts pooled per class: train,test (default), train or test",
-        )
-        parser.add_argument(
-            "--emnist_rows_per_unit",
-            type=int,
-            default=ROWS_PER_UNIT,
-            help=f"images per work unit (default {ROWS_PER_UNIT:,})",
-        )
-        parser.add_argument(
-            "--idx-transpose",
-            "--idx_transpose",
-            dest="idx_transpose",
-            action=argparse.BooleanOptionalAction,
-            default=True,
-            help="transpose each IDX image to store it upright (default: yes, as EMNIST needs; "
-            "--no-idx-transpose for IDX files stored upright, e.g. MNIST or Fashion-MNIST)",
-        )
-        parser.add_argument(
-            "--class-names",
-            "--class_names",
-            dest="class_names",
-            metavar="FILE",
-            help="class names, one per line in raw label order (default: the characters of "
-            "the split's mapping), e.g. the 10 Fashion-MNIST names with --emnist_split mnist",
-        )
-        add_fraction_arguments(parser)
-
-    def _option(self, name: str, default):
-        value = getattr(self.options, name, None)
-        return default if value is None else value
-
-    def _parts(self) -> list[str]:
-        text = str(self._option("emnist_parts", "train,test"))
-        parts = [p.strip() for p in text.split(",") if p.strip()]
-        if not parts or any(p not in PARTS for p in parts) or len(set(parts)) != len(parts):
-            raise LayoutError(f"--emnist_parts {text!r}: expected train, test or train,test")
-        return [p for p in PARTS if p in parts]
+    config_class = EmnistConfig
 
     def _locate(self, input_path: Path, split: str, parts: list[str]):
         require_input(input_path, f"a folder holding {self.layout}")
@@ -260,7 +254,7 @@ class EmnistSource(Source):
             if m["split"] != split:
                 raise LayoutError(
                     f"{input_path}: a file of EMNIST split {m['split']!r}; expected the files of "
-                    f"split {split!r} (emnist-{split}-*-ubyte.gz; choose with --emnist_split)"
+                    f"split {split!r} (emnist-{split}-*-ubyte.gz; choose with --emnist-split)"
                 )
             input_path = input_path.parent
         elif input_path.is_file() and not zipfile.is_zipfile(input_path):
@@ -284,7 +278,7 @@ class EmnistSource(Source):
             present = sorted(idx_name(*k) for k in files if k[0] == split)
             raise LayoutError(
                 f"{input_path}: missing {', '.join(missing)} (found {present}); "
-                "pass --emnist_parts to convert only the parts present"
+                "pass --emnist-parts to convert only the parts present"
             )
         return {key: files[key] for key in needed}, mappings.get(split)
 
@@ -293,7 +287,7 @@ class EmnistSource(Source):
     ) -> tuple[int, list[str], str]:
         first, chars = KNOWN_SPLITS[split]
         labels = list(range(first, first + len(chars)))
-        names_file = self._option("class_names", None)
+        names_file = self.config.class_names
         if names_file is not None:
             return first, _read_class_names(Path(names_file), split, labels), str(names_file)
         if mapping_location is None:
@@ -312,16 +306,8 @@ class EmnistSource(Source):
 
     def plan(self, input_path: Path) -> ConversionPlan:
         input_path = Path(input_path)
-        split = str(self._option("emnist_split", "byclass"))
-        if split not in KNOWN_SPLITS:
-            raise LayoutError(
-                f"--emnist_split {split!r}: expected one of {', '.join(KNOWN_SPLITS)}"
-            )
-        parts = self._parts()
-        rows_per_unit = int(self._option("emnist_rows_per_unit", ROWS_PER_UNIT))
-        if rows_per_unit < 1:
-            raise LayoutError(f"--emnist_rows_per_unit {rows_per_unit}: expected a positive number")
-        transpose = bool(self._option("idx_transpose", True))
+        split, parts = self.config.emnist_split, self.config.parts
+        rows_per_unit, transpose = self.config.emnist_rows_per_unit, self.config.idx_transpose
         files, mapping_location = self._locate(input_path, split, parts)
         first, names, mapping_origin = self._class_names(split, mapping_location)
         units: list[WorkUnit] = []
@@ -372,7 +358,7 @@ class EmnistSource(Source):
                     transpose,
                 )
                 units.append(WorkUnit(f"{part}-{start:07d}", payload, expected))
-        splits = fraction_splits(names, self.options)
+        splits = fraction_splits(names, self.config)
         order = {Split.TRAIN: 0, Split.VALID: 1, Split.TEST: 2, None: 3}
         ranked = sorted(range(len(names)), key=lambda i: (order[splits[names[i]]], i))
         return ConversionPlan(
@@ -395,7 +381,7 @@ class EmnistSource(Source):
                 "orientation": "IDX rows transposed to upright"
                 if transpose
                 else "IDX rows stored as they are (--no-idx-transpose)",
-                "split_rule": fraction_rule(self.options),
+                "split_rule": fraction_rule(self.config),
             },
         )
 

@@ -1,54 +1,53 @@
 """Optional seeded class split for sources without a published split (EMNIST, LFW, CIFAR-100,
-TFDS): `--split_fractions TRAIN VALID TEST` and `--split_seed`; without them classes have no
+TFDS): `--split-fractions TRAIN VALID TEST` and `--split-seed`; without them classes have no
 fixed split and users pass split files to the reader.
 """
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
+from typing import ClassVar
 
 from beam_pipelines.sources.base import LayoutError, split_by_fractions
+from beam_pipelines.sources.source_config import ConfigError, SplitSeedConfig, option
 from episodes.records.dataset_spec import Split
+from splits.split_sizes import validate_fractions
 
 
-def add_fraction_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--split_fractions TRAIN VALID TEST` and `--split_seed`: an optional seeded class split."""
-    parser.add_argument(
-        "--split_fractions",
-        "--split-fractions",
-        dest="split_fractions",
-        type=float,
-        nargs=3,
-        default=None,
+@dataclass(frozen=True)
+class FractionSplitConfig(SplitSeedConfig):
+    """Options of the sources whose classes have no published split."""
+
+    split_fractions: tuple[float, float, float] | None = option(
+        None,
+        "draw a seeded class split by these fractions (default: no split; pass a split file "
+        "when sampling)",
         metavar=("TRAIN", "VALID", "TEST"),
-        help="draw a seeded class split by these fractions (default: no split; "
-        "pass a split file when sampling)",
-    )
-    parser.add_argument(
-        "--split_seed",
-        "--split-seed",
-        dest="split_seed",
-        type=int,
-        default=0,
-        help="seed of --split_fractions (default 0)",
     )
 
+    title: ClassVar[str] = "seeded class split by fractions"
 
-def fraction_splits(names: list[str], options: argparse.Namespace) -> dict[str, Split | None]:
-    """Split of every class name: None for all unless `--split_fractions` was given."""
-    fractions = getattr(options, "split_fractions", None)
-    if not fractions:
+    def validate(self) -> None:
+        super().validate()
+        if self.split_fractions is not None:
+            try:
+                validate_fractions(self.split_fractions)
+            except ValueError as exc:
+                shown = " ".join(f"{f:g}" for f in self.split_fractions)
+                raise ConfigError(f"--split-fractions {shown}: {exc}") from None
+
+
+def fraction_splits(names: list[str], config: FractionSplitConfig) -> dict[str, Split | None]:
+    """Split of every class name: None for all unless `--split-fractions` was given."""
+    if not config.split_fractions:
         return dict.fromkeys(names)
     try:
-        return dict(
-            split_by_fractions(names, fractions, int(getattr(options, "split_seed", 0) or 0))
-        )
+        return dict(split_by_fractions(names, config.split_fractions, config.split_seed))
     except ValueError as exc:
-        raise LayoutError(f"--split_fractions: {exc}") from None
+        raise LayoutError(f"--split-fractions: {exc}") from None
 
 
-def fraction_rule(options: argparse.Namespace) -> str:
-    fractions = getattr(options, "split_fractions", None)
-    if not fractions:
+def fraction_rule(config: FractionSplitConfig) -> str:
+    if not config.split_fractions:
         return "none (classes have no fixed split; pass a split file)"
-    return f"seeded by fractions {list(fractions)}, seed {getattr(options, 'split_seed', 0) or 0}"
+    return f"seeded by fractions {list(config.split_fractions)}, seed {config.split_seed}"

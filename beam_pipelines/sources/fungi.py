@@ -25,7 +25,9 @@ def load_coco_part(path: Path) -> dict:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise LayoutError(f"{path}: not a readable JSON file ({exc})") from None
-    missing = [k for k in ("categories", "images", "annotations") if not isinstance(raw.get(k), list)]
+    missing = [
+        k for k in ("categories", "images", "annotations") if not isinstance(raw.get(k), list)
+    ]
     if missing:
         raise LayoutError(f"{path}: missing COCO-style list(s) {missing}")
     return raw
@@ -51,7 +53,9 @@ class FungiSource(ListedSplitSource):
         parts = {p: load_coco_part(root / p) for p in PARTS}
         categories = {int(c["id"]): c for c in parts[PARTS[0]]["categories"]}
         other = {int(c["id"]): c for c in parts[PARTS[1]]["categories"]}
-        if {i: c["name"] for i, c in categories.items()} != {i: c["name"] for i, c in other.items()}:
+        if {i: c["name"] for i, c in categories.items()} != {
+            i: c["name"] for i, c in other.items()
+        }:
             raise LayoutError(f"{root}: train.json and val.json list different categories")
         images: dict[int, dict] = {}
         for part, raw in parts.items():
@@ -80,6 +84,9 @@ class FungiSource(ListedSplitSource):
             class_files[class_name].append(FileEntry(image["file_name"], str(path)))
         class_names = sorted(category_class_name(c) for c in categories.values())
         return LayoutScan(
-            root, class_names, file_units(class_files), skipped,
+            root,
+            class_names,
+            file_units(class_files),
+            skipped,
             {"categories": len(categories), "annotated_images": len(labels)},
         )

@@ -19,22 +19,22 @@ are decoded and stored as RGB by the shared codec.
 Hierarchy and split (Meta-Dataset section 3.1; episodes/hierarchy/imagenet_dag.py): the WordNet 3.0 DAG
 over the classes, leaves under 'carnivore' valid, under 'device' test, the rest train, each
 split with its own sub-DAG; class ids are per-split leaves sorted by WordNet id, train < valid <
-test, as in the reference spec. WordNet comes from `--ilsvrc_wordnet` (Debian's wordnet-base,
-/usr/share/wordnet) or from ImageNet's `--ilsvrc_is_a` + `--ilsvrc_words` files.
+test, as in the reference spec. WordNet comes from `--ilsvrc-wordnet` (Debian's wordnet-base,
+/usr/share/wordnet) or from ImageNet's `--ilsvrc-is-a` + `--ilsvrc-words` files.
 
 All 1,000 classes (tensorflow-datasets' list) must be present unless
-`--ilsvrc_allow_missing_classes`: then the classes are those present, the DAG is built over
+`--ilsvrc-allow-missing-classes`: then the classes are those present, the DAG is built over
 them alone (so it differs from the reference's), and the missing ids go to the provenance.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import re
 import tarfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from beam_pipelines.sources.base import (
@@ -45,6 +45,7 @@ from beam_pipelines.sources.base import (
     Source,
     WorkUnit,
 )
+from beam_pipelines.sources.source_config import ConfigError, SourceConfig, option
 from episodes.hierarchy.imagenet_dag import (
     TEST_ROOT,
     VALID_ROOT,
@@ -186,6 +187,30 @@ def _bytes_per_image(found) -> float:
     return sum(size for size, _ in listed) / images if images else TYPICAL_IMAGE_BYTES
 
 
+@dataclass(frozen=True)
+class IlsvrcConfig(SourceConfig):
+    ilsvrc_remove_duplicates: bool = option(
+        True, "drop the training images listed in ImageNet_*_duplicates.txt (default: on)"
+    )
+    ilsvrc_wordnet: str = option(
+        str(DEFAULT_WORDNET_DIR),
+        "WordNet 3.0 folder holding data.noun (default /usr/share/wordnet, Debian's wordnet-base)",
+        metavar="DIR",
+    )
+    ilsvrc_is_a: str | None = option(
+        None, "ImageNet's wordnet.is_a.txt (with --ilsvrc-words) instead of WordNet", metavar="FILE"
+    )
+    ilsvrc_words: str | None = option(None, "ImageNet's words.txt", metavar="FILE")
+    ilsvrc_allow_missing_classes: bool = option(
+        False, "convert a subset of the 1,000 classes (DAG built over those present)"
+    )
+
+    def validate(self) -> None:
+        super().validate()
+        if (self.ilsvrc_is_a is None) != (self.ilsvrc_words is None):
+            raise ConfigError("--ilsvrc-is-a and --ilsvrc-words must be given together")
+
+
 class IlsvrcSource(Source):
     name = "ilsvrc_2012"
     layout = EXPECTED
@@ -193,46 +218,16 @@ class IlsvrcSource(Source):
     default_mode = "RGB"
     meta_dataset_pixels = True
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--ilsvrc_remove_duplicates",
-            action=argparse.BooleanOptionalAction,
-            default=True,
-            help="drop the training images listed in ImageNet_*_duplicates.txt (default: on)",
-        )
-        parser.add_argument(
-            "--ilsvrc_wordnet",
-            default=str(DEFAULT_WORDNET_DIR),
-            help="WordNet 3.0 folder holding data.noun (default /usr/share/wordnet, Debian's "
-            "wordnet-base)",
-        )
-        parser.add_argument(
-            "--ilsvrc_is_a",
-            default=None,
-            help="ImageNet's wordnet.is_a.txt (with --ilsvrc_words) instead of WordNet",
-        )
-        parser.add_argument("--ilsvrc_words", default=None, help="ImageNet's words.txt")
-        parser.add_argument(
-            "--ilsvrc_allow_missing_classes",
-            action="store_true",
-            help="convert a subset of the 1,000 classes (DAG built over those present)",
-        )
+    config_class = IlsvrcConfig
 
     # -- planning -------------------------------------------------------------------------
 
-    def _option(self, name: str, default):
-        value = getattr(self.options, name, None)
-        return default if value is None else value
-
     def _wordnet(self) -> WordNet:
-        is_a, words = self._option("ilsvrc_is_a", None), self._option("ilsvrc_words", None)
-        if (is_a is None) != (words is None):
-            raise LayoutError("--ilsvrc_is_a and --ilsvrc_words must be given together")
+        is_a, words = self.config.ilsvrc_is_a, self.config.ilsvrc_words
         try:
             if is_a is not None:
                 return read_imagenet_is_a(is_a, words)
-            return read_wordnet(self._option("ilsvrc_wordnet", DEFAULT_WORDNET_DIR))
+            return read_wordnet(self.config.ilsvrc_wordnet)
         except ValueError as exc:
             raise LayoutError(str(exc)) from None
 
@@ -327,12 +322,12 @@ class IlsvrcSource(Source):
                 f"{unknown[:5]}; expected only the 1,000 ILSVRC-2012 training classes"
             )
         missing = sorted(expected_ids - set(found))
-        if missing and not self._option("ilsvrc_allow_missing_classes", False):
+        if missing and not self.config.ilsvrc_allow_missing_classes:
             raise LayoutError(
                 f"{root}: {len(missing)} of the 1,000 ILSVRC-2012 classes are missing, e.g. "
-                f"{missing[:5]}; expected all of them (or pass --ilsvrc_allow_missing_classes)"
+                f"{missing[:5]}; expected all of them (or pass --ilsvrc-allow-missing-classes)"
             )
-        remove = bool(self._option("ilsvrc_remove_duplicates", True))
+        remove = self.config.ilsvrc_remove_duplicates
         present = {(wnid, n) for wnid, (_, names) in found.items() for n in names or ()}
         removed = listed & present if remove else set()
         bytes_per_image = _bytes_per_image(found.values())

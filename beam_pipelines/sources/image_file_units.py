@@ -30,9 +30,7 @@ class FileEntry:
     error: str | None = None
 
 
-def file_units(
-    class_files: Mapping[str, Sequence[FileEntry]], chunk: int = 5000
-) -> list[WorkUnit]:
+def file_units(class_files: Mapping[str, Sequence[FileEntry]], chunk: int = 5000) -> list[WorkUnit]:
     """Units of at most `chunk` entries per class, classes in the mapping's order."""
     units = []
     for class_name, entries in class_files.items():
@@ -54,12 +52,16 @@ def read_file_unit(unit: WorkUnit) -> Iterator[RawItem]:
         try:
             data = read_bytes(entry.path)
         except OSError as exc:
-            yield RawItem(class_name, entry.key, entry.path, error=f"unreadable: {exc.strerror or exc}")
+            yield RawItem(
+                class_name, entry.key, entry.path, error=f"unreadable: {exc.strerror or exc}"
+            )
             continue
         yield RawItem(class_name, entry.key, entry.path, data=data, crop_box=entry.crop_box)
 
 
-def list_class_folder(folder: Path, skip: Sequence[str] = ()) -> tuple[list[FileEntry], list[tuple[str, str]]]:
+def list_class_folder(
+    folder: Path, skip: Sequence[str] = ()
+) -> tuple[list[FileEntry], list[tuple[str, str]]]:
     """Image-file entries of one class folder (keyed by file name) and the (path, reason) pairs
     of entries left out: hidden files, sub-folders, FIFOs, broken or looping links (names in
     `skip` are left out silently)."""
@@ -73,7 +75,9 @@ def list_class_folder(folder: Path, skip: Sequence[str] = ()) -> tuple[list[File
             skipped.append((str(path), "hidden file, not an image of the dataset"))
         else:
             entries.append(FileEntry(path.name, str(path)))
-    skipped += [(str(p), "sub-folder inside a class folder") for p in listing.folders if p.name not in skip]
+    skipped += [
+        (str(p), "sub-folder inside a class folder") for p in listing.folders if p.name not in skip
+    ]
     return entries, sorted(skipped)
 
 

@@ -3,23 +3,23 @@
 all laid out as `<root>/<Person_Name>/<Person_Name>_NNNN.jpg`.
 
 Choices:
-- Classes are people, named as their folders. Only people with at least `--lfw_min_images`
+- Classes are people, named as their folders. Only people with at least `--lfw-min-images`
   files are kept (default 10: the ATG paper's LFW10 taskset, 158 people in the full data);
   like scikit-learn's `fetch_lfw_people(min_faces_per_person=...)`, every file of a person's
   folder counts, so a corrupt file counts toward the threshold and is then rejected.
 - Class ids follow scikit-learn's `target_names` order (names with '_' read as ' ', sorted),
   so ids match the LFW10 class indices of the ATG paper's Table 9. No fixed class split
-  unless `--split_fractions` draws one.
+  unless `--split-fractions` draws one.
 - Default: the 250x250 originals, re-encoded by the shared writer (RGB JPEG).
-  `--lfw_sklearn_crop` reproduces scikit-learn's LFW loader instead: crop rows 70:195 and
+  `--lfw-sklearn-crop` reproduces scikit-learn's LFW loader instead: crop rows 70:195 and
   columns 78:172, resize by 0.5 to 62x47 with PIL's default filter, then average the colour
-  channels unless `--lfw_color` (scikit-learn's `color=False` default; the ATG paper's LFW10
-  uses RGB, i.e. `--lfw_color`). Those images are stored as lossless PNG, each pixel the
+  channels unless `--lfw-color` (scikit-learn's `color=False` default; the ATG paper's LFW10
+  uses RGB, i.e. `--lfw-color`). Those images are stored as lossless PNG, each pixel the
   scikit-learn value times 255, rounded.
-- Several variants under one input need `--lfw_variant`; an extracted folder is preferred to
+- Several variants under one input need `--lfw-variant`; an extracted folder is preferred to
   its archive (same data, no decompression).
 - A .tgz is listed once while planning (one decompression pass). Work units are groups of
-  people contiguous in the archive (about `--lfw_images_per_unit` images each); a worker
+  people contiguous in the archive (about `--lfw-images-per-unit` images each); a worker
   re-opens the archive and seeks forward to its members, so each unit decompresses the archive
   up to its last member: for the 13,233 images, a handful of passes over ~200 MB in all.
   Extracted folders give one unit per person.
@@ -27,9 +27,9 @@ Choices:
 
 from __future__ import annotations
 
-import argparse
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,10 +53,11 @@ from beam_pipelines.sources.base import (
 )
 from beam_pipelines.sources.folder_entries import Skipped, list_entries
 from beam_pipelines.sources.fraction_split import (
-    add_fraction_arguments,
+    FractionSplitConfig,
     fraction_rule,
     fraction_splits,
 )
+from beam_pipelines.sources.source_config import option
 from episodes.records.dataset_spec import Split
 
 # variant -> (archive name, root folder inside it / extracted folder name)
@@ -117,6 +118,25 @@ def _scan_tar(path: Path, root: str) -> dict[str, list[TarMember]]:
     return {name: sorted(files, key=lambda m: m.name) for name, files in people.items()}
 
 
+@dataclass(frozen=True)
+class LfwConfig(FractionSplitConfig):
+    lfw_min_images: int = option(
+        MIN_IMAGES, "keep people with at least this many images (default 10: LFW10)", minimum=0
+    )
+    lfw_variant: str | None = option(
+        None, "which LFW variant to read when several are present", choices=sorted(VARIANTS)
+    )
+    lfw_sklearn_crop: bool = option(
+        False, "store scikit-learn's 62x47 crop-and-resize (fetch_lfw_people)"
+    )
+    lfw_color: bool = option(
+        False, "with --lfw-sklearn-crop: keep RGB (default: channel mean, as sklearn)"
+    )
+    lfw_images_per_unit: int = option(
+        IMAGES_PER_UNIT, "images per work unit for a .tgz input", minimum=1
+    )
+
+
 class LfwSource(Source):
     name = "lfw"
     layout = (
@@ -126,50 +146,17 @@ class LfwSource(Source):
     default_image_format = "jpeg"
     default_mode = "RGB"
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--lfw_min_images",
-            type=int,
-            default=MIN_IMAGES,
-            help="keep people with at least this many images (default 10: LFW10)",
-        )
-        parser.add_argument(
-            "--lfw_variant",
-            choices=sorted(VARIANTS),
-            default=None,
-            help="which LFW variant to read when several are present",
-        )
-        parser.add_argument(
-            "--lfw_sklearn_crop",
-            action="store_true",
-            help="store scikit-learn's 62x47 crop-and-resize (fetch_lfw_people)",
-        )
-        parser.add_argument(
-            "--lfw_color",
-            action="store_true",
-            help="with --lfw_sklearn_crop: keep RGB (default: channel mean, as sklearn)",
-        )
-        parser.add_argument(
-            "--lfw_images_per_unit",
-            type=int,
-            default=IMAGES_PER_UNIT,
-            help=f"images per work unit for a .tgz input (default {IMAGES_PER_UNIT})",
-        )
-        add_fraction_arguments(parser)
-
-    def _flag(self, name: str, default=None):
-        value = getattr(self.options, name, None)
-        return default if value is None else value
+    config_class = LfwConfig
 
     def image_options(self) -> ImageOptions:
-        if not self._flag("lfw_sklearn_crop", False):
+        config = self.config
+        if not config.lfw_sklearn_crop:
             return super().image_options()
         return ImageOptions(
-            image_format=self._flag("image_format") or "png",
-            mode=self._flag("image_mode") or ("RGB" if self._flag("lfw_color", False) else "L"),
-            jpeg_quality=self._flag("jpeg_quality") or 95,
-            resize=self._flag("resize"),
+            image_format=config.image_format or "png",
+            mode=config.image_mode or ("RGB" if config.lfw_color else "L"),
+            jpeg_quality=config.jpeg_quality or 95,
+            resize=config.resize,
         )
 
     def _locate(self, input_path: Path) -> tuple[str, str, Path]:
@@ -192,31 +179,25 @@ class LfwSource(Source):
             raise LayoutError(
                 f"{input_path}: no LFW archive or folder (found {present}); expected {self.layout}"
             )
-        wanted = self._flag("lfw_variant")
+        wanted = self.config.lfw_variant
         if wanted is not None:
             if wanted not in found:
                 raise LayoutError(
-                    f"{input_path}: --lfw_variant {wanted}: no {VARIANTS[wanted][0]} or "
+                    f"{input_path}: --lfw-variant {wanted}: no {VARIANTS[wanted][0]} or "
                     f"{VARIANTS[wanted][1]}/ (found {sorted(found)})"
                 )
             return wanted, *found[wanted]
         if len(found) > 1:
             raise LayoutError(
                 f"{input_path}: several LFW variants found ({', '.join(sorted(found))}); "
-                "choose one with --lfw_variant"
+                "choose one with --lfw-variant"
             )
         variant = next(iter(found))
         return variant, *found[variant]
 
     def plan(self, input_path: Path) -> ConversionPlan:
         input_path = Path(input_path)
-        min_images = int(self._flag("lfw_min_images", MIN_IMAGES))
-        per_unit = int(self._flag("lfw_images_per_unit", IMAGES_PER_UNIT))
-        if min_images < 0 or per_unit < 1:
-            raise LayoutError(
-                f"--lfw_min_images {min_images} / --lfw_images_per_unit {per_unit}: expected "
-                ">= 0 and >= 1"
-            )
+        min_images, per_unit = self.config.lfw_min_images, self.config.lfw_images_per_unit
         variant, kind, path = self._locate(input_path)
         root = VARIANTS[variant][1]
         people, skipped = _scan_folder(path) if kind == "folder" else (_scan_tar(path, root), [])
@@ -230,9 +211,9 @@ class LfwSource(Source):
             largest = max(len(f) for f in people.values())
             raise LayoutError(
                 f"{path}: no person has {min_images} images (at most {largest}); "
-                "lower --lfw_min_images"
+                "lower --lfw-min-images"
             )
-        splits = fraction_splits(kept, self.options)
+        splits = fraction_splits(kept, self.config)
         order = {Split.TRAIN: 0, Split.VALID: 1, Split.TEST: 2, None: 3}
         kept = sorted(kept, key=lambda n: (order[splits[n]], sklearn_order(n)))
         if kind == "folder":
@@ -258,14 +239,14 @@ class LfwSource(Source):
                 "images_found": sum(len(f) for f in people.values()),
                 "class_order": "scikit-learn target_names order ('_' read as ' ', sorted)",
                 "images": self._image_rule(),
-                "split_rule": fraction_rule(self.options),
+                "split_rule": fraction_rule(self.config),
             },
         )
 
     def _image_rule(self) -> str:
-        if not self._flag("lfw_sklearn_crop", False):
+        if not self.config.lfw_sklearn_crop:
             return "250x250 originals"
-        colour = "RGB" if self._flag("lfw_color", False) else "channel mean (gray)"
+        colour = "RGB" if self.config.lfw_color else "channel mean (gray)"
         return f"scikit-learn crop rows 70:195, cols 78:172, resize 0.5 -> 62x47, {colour}"
 
     @staticmethod
@@ -285,10 +266,10 @@ class LfwSource(Source):
         return units
 
     def _item(self, class_name: str, key: str, where: str, data: bytes) -> RawItem:
-        if not self._flag("lfw_sklearn_crop", False):
+        if not self.config.lfw_sklearn_crop:
             return RawItem(class_name, key, where, data=data)
         try:
-            face = sklearn_face(data, bool(self._flag("lfw_color", False)))
+            face = sklearn_face(data, self.config.lfw_color)
         except (ImageRejected, OSError, ValueError, Image.DecompressionBombError) as exc:
             return RawItem(class_name, key, where, error=str(exc))
         return RawItem(class_name, key, where, array=face)

@@ -8,7 +8,6 @@ plan are built here, the same way for every such source.
 from __future__ import annotations
 
 import abc
-import argparse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from beam_pipelines.sources.image_file_units import (
 )
 from beam_pipelines.sources.published_splits import (
     DEFAULT_FRACTIONS,
-    add_split_arguments,
+    ListedSplitConfig,
     resolve_class_splits,
     split_provenance,
 )
@@ -51,18 +50,9 @@ class LayoutScan:
 class ListedSplitSource(Source):
     """A source whose splits are the published Meta-Dataset lists unless told otherwise."""
 
+    config_class: ClassVar[type[ListedSplitConfig]] = ListedSplitConfig
     split_fractions: ClassVar[Sequence[float]] = DEFAULT_FRACTIONS
     meta_dataset_pixels = True
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        add_split_arguments(parser)
-        cls.add_source_arguments(parser)
-
-    @classmethod
-    def add_source_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Options of this source only (names prefixed with the source name)."""
-        return None
 
     @abc.abstractmethod
     def scan(self, input_path: Path) -> LayoutScan:
@@ -75,7 +65,7 @@ class ListedSplitSource(Source):
         if not scan.class_names:
             raise LayoutError(f"{scan.root}: no classes found; expected {self.layout}")
         splits = resolve_class_splits(
-            self.name, scan.class_names, self.options, scan.root, self.split_fractions
+            self.name, scan.class_names, self.config, scan.root, self.split_fractions
         )
         provenance = {"input": str(input_path.resolve()), "layout_root": str(scan.root.resolve())}
         provenance.update(split_provenance(splits))

@@ -6,20 +6,22 @@ appendix ("MSCOCO") says only that the train2017 split is used and that crops co
 instance's ground-truth box; the reference converter (and so the published dataset, 860,001
 examples) enlarges each box by 1.2 about its centre, converts COCO's half-integer corners to
 whole pixels, clips to the image and keeps crowd annotations and tiny boxes. We do the same:
-`--mscoco_box_scale_ratio` (default 1.2, must be >= 1) and `--mscoco_exclude_crowd` change it.
+`--mscoco-box-scale-ratio` (default 1.2, must be >= 1) and `--mscoco-exclude-crowd` change it.
 Class names are the category names (e.g. `traffic light`); all classes are valid or test.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from beam_pipelines.sources.base import LayoutError, RawItem, WorkUnit
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
+from beam_pipelines.sources.published_splits import ListedSplitConfig
+from beam_pipelines.sources.source_config import option
 
 ANNOTATIONS = ("annotations/instances_train2017.json", "instances_train2017.json")
 WRAPPERS = ("mscoco", "coco")
@@ -44,26 +46,24 @@ def enlarged_box(bbox: Sequence[float], scale: float) -> tuple[int, int, int, in
     )
 
 
+@dataclass(frozen=True)
+class MSCOCOConfig(ListedSplitConfig):
+    mscoco_box_scale_ratio: float = option(
+        DEFAULT_BOX_SCALE,
+        "enlarge every box by this factor about its centre (default 1.2, as the reference; >= 1)",
+        minimum=1.0,
+    )
+    mscoco_exclude_crowd: bool = option(
+        False, "leave out iscrowd=1 annotations (the reference keeps them)"
+    )
+    mscoco_images_per_unit: int = option(DEFAULT_IMAGES_PER_UNIT, "images per work unit", minimum=1)
+
+
 class MSCOCOSource(ListedSplitSource):
     name = "mscoco"
     layout = "train2017/*.jpg and annotations/instances_train2017.json"
     split_fractions = (0.0, 0.5, 0.5)
-
-    @classmethod
-    def add_source_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--mscoco_box_scale_ratio", type=float, default=DEFAULT_BOX_SCALE,
-            help="enlarge every box by this factor about its centre (default 1.2, as the "
-            "reference; >= 1)",
-        )
-        parser.add_argument(
-            "--mscoco_exclude_crowd", action="store_true",
-            help="leave out iscrowd=1 annotations (the reference keeps them)",
-        )
-        parser.add_argument(
-            "--mscoco_images_per_unit", type=int, default=DEFAULT_IMAGES_PER_UNIT,
-            help=f"images per work unit (default {DEFAULT_IMAGES_PER_UNIT})",
-        )
+    config_class = MSCOCOConfig
 
     def _locate(self, input_path: Path) -> tuple[Path, Path]:
         for root in (input_path, *(input_path / w for w in WRAPPERS)):
@@ -77,19 +77,17 @@ class MSCOCOSource(ListedSplitSource):
 
     def scan(self, input_path: Path) -> LayoutScan:
         root, annotation_path = self._locate(input_path)
-        scale = float(getattr(self.options, "mscoco_box_scale_ratio", DEFAULT_BOX_SCALE))
-        exclude_crowd = bool(getattr(self.options, "mscoco_exclude_crowd", False))
-        per_unit = int(getattr(self.options, "mscoco_images_per_unit", DEFAULT_IMAGES_PER_UNIT))
-        if scale < 1.0:
-            raise LayoutError(f"--mscoco_box_scale_ratio {scale}: expected a value >= 1")
-        if per_unit < 1:
-            raise LayoutError(f"--mscoco_images_per_unit {per_unit}: expected a positive count")
+        scale = self.config.mscoco_box_scale_ratio
+        exclude_crowd = self.config.mscoco_exclude_crowd
+        per_unit = self.config.mscoco_images_per_unit
         try:
             raw = json.loads(annotation_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise LayoutError(f"{annotation_path}: not a readable JSON file ({exc})") from None
         if not all(isinstance(raw.get(k), list) for k in ("categories", "annotations")):
-            raise LayoutError(f"{annotation_path}: expected COCO 'categories' and 'annotations' lists")
+            raise LayoutError(
+                f"{annotation_path}: expected COCO 'categories' and 'annotations' lists"
+            )
         categories = {int(c["id"]): str(c["name"]) for c in raw["categories"]}
         file_names = {int(i["id"]): str(i["file_name"]) for i in raw.get("images", [])}
         per_image: dict[int, list[tuple[str, str, tuple | None, str | None]]] = defaultdict(list)
@@ -122,7 +120,9 @@ class MSCOCOSource(ListedSplitSource):
             count = sum(len(a) for _, a in images)
             units.append(WorkUnit(f"images#{start // per_unit:06d}", images, count))
         return LayoutScan(
-            root, sorted(set(categories.values())), units,
+            root,
+            sorted(set(categories.values())),
+            units,
             provenance={
                 "annotations": str(annotation_path.relative_to(root)),
                 "box_scale_ratio": scale,

@@ -12,10 +12,10 @@ Alphabet_of_the_Magi 20 characters: ids 883-963). Class names are `<Alphabet>-<c
 
 from __future__ import annotations
 
-import argparse
 import zipfile
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from beam_pipelines.sources.base import (
@@ -28,6 +28,7 @@ from beam_pipelines.sources.base import (
     require_dir,
 )
 from beam_pipelines.sources.folder_entries import Skipped, list_entries
+from beam_pipelines.sources.source_config import SourceConfig, option
 from episodes.records.dataset_spec import Split
 from episodes.records.storage_paths import ObjectPath, input_location, open_binary, read_bytes
 
@@ -40,7 +41,9 @@ def _scan_folder(root: Path | ObjectPath) -> tuple[dict[str, dict[str, list[str]
     (files outside character folders, FIFOs, broken or looping links, folder loops)."""
     tree: dict[str, dict[str, list[str]]] = {}
     top = list_entries(root)
-    skipped = top.skipped + [(str(f), "a file outside <Alphabet>/<characterNN>/") for f in top.files]
+    skipped = top.skipped + [
+        (str(f), "a file outside <Alphabet>/<characterNN>/") for f in top.files
+    ]
     for alphabet in top.folders:
         level = list_entries(alphabet, [root])
         skipped += level.skipped
@@ -72,6 +75,15 @@ def _scan_zip(path: Path | ObjectPath, part: str) -> dict[str, dict[str, list[st
     }
 
 
+@dataclass(frozen=True)
+class OmniglotConfig(SourceConfig):
+    omniglot_valid_alphabets: int = option(
+        NUM_VALID_ALPHABETS,
+        "background alphabets (the smallest) held out as valid (default 5)",
+        minimum=0,
+    )
+
+
 class OmniglotSource(Source):
     name = "omniglot"
     layout = (
@@ -84,14 +96,7 @@ class OmniglotSource(Source):
     reference_inverts = True  # the reference stores white strokes on black
     remote_input = True  # listed and read through episodes.records.storage_paths
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--omniglot_valid_alphabets",
-            type=int,
-            default=NUM_VALID_ALPHABETS,
-            help="background alphabets (the smallest) held out as valid (default 5)",
-        )
+    config_class = OmniglotConfig
 
     def _locate(self, input_path: Path) -> dict[str, tuple[str, Path]]:
         require_dir(input_path, f"a folder holding {self.layout}")
@@ -130,11 +135,11 @@ class OmniglotSource(Source):
         overlap = set(trees[PARTS[0]]) & set(trees[PARTS[1]])
         if overlap:
             raise LayoutError(f"{input_path}: alphabets in both parts: {sorted(overlap)[:5]}")
-        n_valid = getattr(self.options, "omniglot_valid_alphabets", NUM_VALID_ALPHABETS)
+        n_valid = self.config.omniglot_valid_alphabets
         background = trees[PARTS[0]]
         if not 0 <= n_valid < len(background):
             raise LayoutError(
-                f"--omniglot_valid_alphabets {n_valid}: the background part has only "
+                f"--omniglot-valid-alphabets {n_valid}: the background part has only "
                 f"{len(background)} alphabets"
             )
         by_size = sorted(background, key=lambda a: (len(background[a]), a))

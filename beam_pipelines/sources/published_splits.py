@@ -1,12 +1,13 @@
 """Class splits for the Meta-Dataset sources: the published lists, a `--split-file`, or seeded.
 
-By default a source uses the split list Meta-Dataset publishes for it
-(`reference_data/splits/<dataset>_splits.json`, copied verbatim). Class names must match the
-data exactly: a listed class missing from the data, or a class in the data that no list names,
-stops the conversion with an error naming it. `--split-file PATH` (a JSON object with `train`,
-`valid`, `test` name lists: the reference files and our `splits/<dataset>/<name>.json` alike)
-replaces the published list; `--random-split` (or a dataset without a published list) draws a
-seeded split by fractions (70/15/15 by default, Meta-Dataset section 3.1).
+By default a source uses the split list Meta-Dataset publishes for it, shipped once with the
+splits package (`splits/published/meta_dataset/<dataset>.json`, read through
+`splits.published`). Class names must match the data exactly: a listed class missing from the
+data, or a class in the data that no list names, stops the conversion with an error naming it.
+`--split-file PATH` replaces the published list; it is read by the one split-file parser,
+`splits.split_file.read_split_file` (Meta-Dataset's plain train / valid / test name lists and
+this toolkit's split files alike). `--random-split` (or a dataset without a published list)
+draws a seeded split by fractions (70/15/15 by default, Meta-Dataset section 3.1).
 
 Class ids follow the list order: train classes in the order the file lists them, then valid,
 then test. For the published lists this reproduces the reference dataset specs' class ids.
@@ -14,20 +15,39 @@ then test. For the published lists this reproduces the reference dataset specs' 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from beam_pipelines.sources.base import ClassInfo, LayoutError, split_by_fractions
-from episodes.records.dataset_spec import SpecError, Split
+from beam_pipelines.sources.source_config import SplitSeedConfig, option
+from episodes.records.dataset_spec import Split
+from splits.published import PUBLISHED_DIR, list_published, load_published
+from splits.split_file import SplitFile, SplitFileError, read_split_file
 
 REFERENCE_DATA = Path(__file__).resolve().parent / "reference_data"
-PUBLISHED_SPLITS = REFERENCE_DATA / "splits"
+PUBLISHED_GROUP = "meta_dataset"  # splits/published/meta_dataset/<dataset>.json
 DEFAULT_FRACTIONS = (0.7, 0.15, 0.15)
 SPLIT_ORDER = (Split.TRAIN, Split.VALID, Split.TEST)
+
+
+@dataclass(frozen=True)
+class ListedSplitConfig(SplitSeedConfig):
+    """Options of the sources whose class split is a published Meta-Dataset list."""
+
+    split_file: str | None = option(
+        None,
+        "JSON with train/valid/test class-name lists replacing the published Meta-Dataset split "
+        "(class names must match the data exactly)",
+        metavar="FILE",
+    )
+    random_split: bool = option(
+        False, "ignore the published split; draw a seeded split by fractions (70/15/15)"
+    )
+
+    title: ClassVar[str] = "published class split"
 
 
 @dataclass(frozen=True)
@@ -45,69 +65,29 @@ class ClassSplits:
         return {split.value: len(self.lists[split]) for split in SPLIT_ORDER}
 
 
-def add_split_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--split-file`, `--random-split`, `--split-seed` (shared by the Meta-Dataset sources);
-    `parser` may also be an argument group."""
-    parser.add_argument(
-        "--split-file",
-        dest="split_file",
-        default=None,
-        help="JSON with train/valid/test class-name lists replacing the published Meta-Dataset "
-        "split (class names must match the data exactly)",
-    )
-    parser.add_argument(
-        "--random-split",
-        dest="random_split",
-        action="store_true",
-        help="ignore the published split; draw a seeded split by fractions (70/15/15)",
-    )
-    parser.add_argument(
-        "--split-seed", dest="split_seed", type=int, default=0, help="seed of --random-split"
-    )
+def published_split_name(dataset: str) -> str | None:
+    """The `splits.published` name of `dataset`'s published Meta-Dataset split, if shipped."""
+    name = f"{PUBLISHED_GROUP}/{dataset}"
+    return name if name in list_published() else None
 
 
-def published_split_path(dataset: str) -> Path | None:
-    """The published Meta-Dataset split list of `dataset`, if one ships with the project."""
-    path = PUBLISHED_SPLITS / f"{dataset}_splits.json"
-    return path if path.is_file() else None
+def split_lists(split: SplitFile) -> dict[Split, list[str]]:
+    """The class-name lists of a (named) split file, keyed by Split."""
+    return {s: split.classes(s.value) for s in SPLIT_ORDER}
 
 
 def load_split_lists(path: str | Path, dataset: str | None = None) -> dict[Split, list[str]]:
-    """Read train/valid/test class-name lists from a JSON split file (clear error if invalid)."""
-    path = Path(path)
-    if not path.is_file():
-        raise LayoutError(f"{path}: split file not found; expected a JSON file with train/valid/test lists")
+    """Train/valid/test class-name lists of a `--split-file`, read by the one split-file
+    parser; LayoutError naming the path when it is not a split file, or is another dataset's
+    (a file of plain lists names its dataset with "dataset", or not at all)."""
     try:
-        raw = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LayoutError(f"{path}: not a JSON split file ({exc})") from None
-    if not isinstance(raw, dict):
-        raise LayoutError(f"{path}: expected a JSON object with train/valid/test lists")
-    named = raw.get("dataset")
-    if dataset and isinstance(named, str) and named and named != dataset:
-        raise LayoutError(f"{path}: split file is for dataset {named!r}, not {dataset!r}")
-    lists: dict[Split, list[str]] = {split: [] for split in SPLIT_ORDER}
-    found = set()
-    for key, value in raw.items():
-        try:
-            split = Split.parse(key)
-        except SpecError:
-            continue
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise LayoutError(f"{path}: {key!r} must be a list of class names")
-        lists[split] = list(value)
-        found.add(split)
-    if not found or not any(lists.values()):
-        raise LayoutError(f"{path}: no train/valid/test class-name lists found")
-    seen: dict[str, Split] = {}
-    for split in SPLIT_ORDER:
-        for name in lists[split]:
-            if name in seen:
-                raise LayoutError(
-                    f"{path}: class {name!r} listed twice ({seen[name].value} and {split.value})"
-                )
-            seen[name] = split
-    return lists
+        split = read_split_file(path).named()
+    except SplitFileError as exc:
+        raise LayoutError(f"--split-file: {exc}") from None
+    implicit = split.method == "listed" and split.dataset == Path(path).stem
+    if dataset and split.dataset != dataset and not implicit:
+        raise LayoutError(f"{path}: split file is for dataset {split.dataset!r}, not {dataset!r}")
+    return split_lists(split)
 
 
 def random_split_lists(
@@ -121,27 +101,28 @@ def random_split_lists(
 def resolve_class_splits(
     dataset: str,
     found: Sequence[str],
-    options: argparse.Namespace,
+    config: ListedSplitConfig,
     where: str | Path,
     fractions: Sequence[float] = DEFAULT_FRACTIONS,
 ) -> ClassSplits:
-    """Splits for the classes `found` in the data under `where`, as the options ask.
+    """Splits for the classes `found` in the data under `where`, as the config asks.
 
     Raises LayoutError naming the class when a listed class is missing from the data or a class
     of the data is in no list."""
-    split_file = getattr(options, "split_file", None)
-    published = published_split_path(dataset)
+    split_file = config.split_file
+    published = published_split_name(dataset)
     if split_file:
         lists = load_split_lists(split_file, dataset)
         origin, digest = f"file:{Path(split_file).resolve()}", _sha256(Path(split_file))
-    elif getattr(options, "random_split", False) or published is None:
-        seed = int(getattr(options, "split_seed", 0) or 0)
+    elif config.random_split or published is None:
+        seed = config.split_seed
         lists = random_split_lists(found, fractions, seed)
         origin = f"random:seed={seed},fractions={','.join(f'{f:g}' for f in fractions)}"
         digest = None
     else:
-        lists = load_split_lists(published, dataset)
-        origin, digest = f"published:{published.name}", _sha256(published)
+        lists = split_lists(load_published(published))
+        origin = f"published:{published}"
+        digest = _sha256(PUBLISHED_DIR / f"{published}.json")
     check_lists_match(lists, found, where, origin)
     return ClassSplits(lists, origin, digest)
 

@@ -2,7 +2,7 @@
 array (one 28 x 28 drawing a row).
 
 Classes are the file names without `.npy` (e.g. `police car`). Work units are chunks of rows,
-read from a memory map in the workers; `--quickdraw_max_per_class` keeps the first rows of
+read from a memory map in the workers; `--quickdraw-max-per-class` keeps the first rows of
 each file (the full data has ~50M drawings). Stored as the reference does (RGB JPEG of each
 row, beam_pipelines.pixel_conventions); `--pixel-convention original` stores lossless
 greyscale PNG.
@@ -11,15 +11,17 @@ A file whose header or size is not that of an N x side*side uint8/bool array is 
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from beam_pipelines.sources.base import LayoutError, RawItem, WorkUnit
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
+from beam_pipelines.sources.published_splits import ListedSplitConfig
+from beam_pipelines.sources.source_config import option
 
 WRAPPERS = ("numpy_bitmap", "full/numpy_bitmap")
 DEFAULT_CHUNK_ROWS = 10_000
@@ -47,27 +49,30 @@ def npy_rows(path: Path) -> tuple[int, int]:
     return int(shape[0]), side
 
 
+@dataclass(frozen=True)
+class QuickDrawConfig(ListedSplitConfig):
+    quickdraw_max_per_class: int | None = option(
+        None,
+        "convert at most this many drawings per category (the first rows; default all)",
+        minimum=1,
+    )
+    quickdraw_chunk_rows: int = option(DEFAULT_CHUNK_ROWS, "rows per work unit", minimum=1)
+
+
 class QuickDrawSource(ListedSplitSource):
     name = "quickdraw"
     layout = "numpy_bitmap/<category>.npy (N x 784 uint8 each)"
     default_image_format = "png"
     default_mode = "L"
-
-    @classmethod
-    def add_source_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--quickdraw_max_per_class", type=int, default=None,
-            help="convert at most this many drawings per category (the first rows; default all)",
-        )
-        parser.add_argument(
-            "--quickdraw_chunk_rows", type=int, default=DEFAULT_CHUNK_ROWS,
-            help=f"rows per work unit (default {DEFAULT_CHUNK_ROWS})",
-        )
+    config_class = QuickDrawConfig
 
     def scan(self, input_path: Path) -> LayoutScan:
         root = next(
-            (c for c in (input_path, *(input_path / w for w in WRAPPERS))
-             if c.is_dir() and any(c.glob("*.npy"))),
+            (
+                c
+                for c in (input_path, *(input_path / w for w in WRAPPERS))
+                if c.is_dir() and any(c.glob("*.npy"))
+            ),
             None,
         )
         if root is None:
@@ -75,12 +80,7 @@ class QuickDrawSource(ListedSplitSource):
                 f"{input_path}: no <category>.npy files here or in {'/, '.join(WRAPPERS)}/; "
                 f"expected {self.layout}"
             )
-        limit = getattr(self.options, "quickdraw_max_per_class", None)
-        chunk = getattr(self.options, "quickdraw_chunk_rows", None) or DEFAULT_CHUNK_ROWS
-        if limit is not None and limit < 1:
-            raise LayoutError(f"--quickdraw_max_per_class {limit}: expected a positive count")
-        if chunk < 1:
-            raise LayoutError(f"--quickdraw_chunk_rows {chunk}: expected a positive count")
+        limit, chunk = self.config.quickdraw_max_per_class, self.config.quickdraw_chunk_rows
         units, names, rows_total = [], [], 0
         for path in sorted(root.glob("*.npy")):
             names.append(path.stem)
@@ -94,9 +94,13 @@ class QuickDrawSource(ListedSplitSource):
             for start in range(0, rows, chunk):
                 stop = min(start + chunk, rows)
                 key = f"{path.stem}#{start:09d}"
-                units.append(WorkUnit(key, (path.stem, str(path), start, stop, side, None), stop - start))
+                units.append(
+                    WorkUnit(key, (path.stem, str(path), start, stop, side, None), stop - start)
+                )
         return LayoutScan(
-            root, names, units,
+            root,
+            names,
+            units,
             provenance={"max_per_class": limit, "rows_selected": rows_total},
         )
 

@@ -1,16 +1,16 @@
 """Any image-classification dataset already prepared by TensorFlow Datasets:
-`--source tfds:NAME --tfds_data_dir DIR` (NAME may carry a config and version,
-`name/config:1.2.3`); `--input` serves as the data dir when `--tfds_data_dir` is absent.
+`--source tfds:NAME --tfds-data-dir DIR` (NAME may carry a config and version,
+`name/config:1.2.3`); `--input` serves as the data dir when `--tfds-data-dir` is absent.
 
 Choices:
 - Never downloads: the builder is opened on DIR (`tfds.builder(NAME, data_dir=DIR)`; a dataset
   whose code is not importable is opened from its `dataset_info.json`) and a dataset that is
   not prepared there stops the conversion before the pipeline, naming DIR.
 - The image and label features are the top-level `Image` and `ClassLabel` features
-  (`supervised_keys` decide when there are several; `--tfds_image_key` / `--tfds_label_key`
+  (`supervised_keys` decide when there are several; `--tfds-image-key` / `--tfds-label-key`
   override). Classes are the `ClassLabel` names in label order.
-- `--tfds_split` (comma-separated) selects splits; by default every split is pooled per class,
-  keys `<split>-<index in split>`. No fixed class split unless `--split_fractions` draws one.
+- `--tfds-split` (comma-separated) selects splits; by default every split is pooled per class,
+  keys `<split>-<index in split>`. No fixed class split unless `--split-fractions` draws one.
 - Work units are the shard file instructions; workers read the shards without TensorFlow
   (TFRecord framing with CRC checks, or ArrayRecord) and take the encoded image bytes as they
   are stored, so the writer re-encodes each image once. A record whose CRC does not verify is
@@ -21,8 +21,8 @@ Choices:
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from beam_pipelines.image_codec import ImageOptions
@@ -35,10 +35,11 @@ from beam_pipelines.sources.base import (
     WorkUnit,
 )
 from beam_pipelines.sources.fraction_split import (
-    add_fraction_arguments,
+    FractionSplitConfig,
     fraction_rule,
     fraction_splits,
 )
+from beam_pipelines.sources.source_config import flag_of, option
 from episodes.records.dataset_spec import Split
 from episodes.records.example_proto import ExampleDecodeError, decode_example
 from episodes.records.tfrecord_io import iter_frames
@@ -72,27 +73,31 @@ def _array_record_payloads(path: str) -> Iterator[tuple[bytes | None, str | None
         reader.close()
 
 
+@dataclass(frozen=True)
+class TfdsConfig(FractionSplitConfig):
+    tfds_data_dir: str | None = option(
+        None, "TFDS data dir holding the prepared dataset (default: --input)", metavar="DIR"
+    )
+    tfds_split: str | None = option(
+        None, "comma-separated splits to pool (default: all splits)", metavar="SPLITS"
+    )
+    tfds_image_key: str | None = option(None, "the Image feature to use", metavar="KEY")
+    tfds_label_key: str | None = option(None, "the ClassLabel feature to use", metavar="KEY")
+    tfds_name: str | None = option(None, "NAME of --source tfds:NAME", cli=False)
+
+
 class TfdsSource(Source):
     name = "tfds"
     layout = "a TFDS data dir holding NAME/[config/]version/ prepared by tfds (never downloaded)"
     default_image_format = "png"
     default_mode = "RGB"
 
+    config_class = TfdsConfig
+
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--tfds_data_dir",
-            default=None,
-            help="TFDS data dir holding the prepared dataset (default: --input)",
-        )
-        parser.add_argument(
-            "--tfds_split",
-            default=None,
-            help="comma-separated splits to pool (default: all splits)",
-        )
-        parser.add_argument("--tfds_image_key", default=None, help="the Image feature to use")
-        parser.add_argument("--tfds_label_key", default=None, help="the ClassLabel feature to use")
-        add_fraction_arguments(parser)
+    def from_args(cls, args) -> TfdsSource:
+        """The source of `--source tfds:NAME` and its flags."""
+        return cls(cls.config_class.from_args(args, tfds_name=dataset_name_of(args.source)))
 
     def _builder(self, name: str, data_dir: Path):
         import tensorflow_datasets as tfds
@@ -125,11 +130,11 @@ class TfdsSource(Source):
         labels = {k: f for k, f in features.items() if isinstance(f, tfds.features.ClassLabel)}
         supervised = builder.info.supervised_keys or (None, None)
         chosen = []
-        for found, option, preferred, what in (
+        for found, field_name, preferred, what in (
             (images, "tfds_image_key", supervised[0], "Image"),
             (labels, "tfds_label_key", supervised[1], "ClassLabel"),
         ):
-            key = getattr(self.options, option, None)
+            key = getattr(self.config, field_name)
             if key is None and len(found) == 1:
                 key = next(iter(found))
             elif key is None and isinstance(preferred, str) and preferred in found:
@@ -137,15 +142,17 @@ class TfdsSource(Source):
             if key not in found:
                 raise LayoutError(
                     f"TFDS dataset {builder.name!r}: top-level {what} features {sorted(found)}; "
-                    f"expected exactly one, or name it with --{option}"
+                    f"expected exactly one, or name it with {flag_of(field_name)}"
                     + (f" (got {key!r})" if key is not None else "")
                 )
             chosen.append(key)
         return chosen[0], chosen[1], images[chosen[0]], labels[chosen[1]]
 
     def plan(self, input_path: Path) -> ConversionPlan:
-        name = dataset_name_of(getattr(self.options, "source", None))
-        data_dir = Path(getattr(self.options, "tfds_data_dir", None) or input_path)
+        if not self.config.tfds_name:
+            raise LayoutError("--source tfds: expected tfds:NAME, e.g. tfds:mnist")
+        name = self.config.tfds_name
+        data_dir = Path(self.config.tfds_data_dir or input_path)
         builder = self._builder(name, data_dir)
         image_key, label_key, image_feature, label_feature = self._features(builder)
         file_format = str(getattr(builder.info.file_format, "value", builder.info.file_format))
@@ -154,12 +161,12 @@ class TfdsSource(Source):
                 f"{builder.data_dir}: shards in {file_format} format; expected one of {FORMATS}"
             )
         available = sorted(builder.info.splits)
-        wanted = getattr(self.options, "tfds_split", None)
+        wanted = self.config.tfds_split
         chosen = [s.strip() for s in wanted.split(",") if s.strip()] if wanted else available
         unknown = [s for s in chosen if s not in available]
         if unknown or not chosen:
             raise LayoutError(
-                f"--tfds_split {wanted!r}: unknown split(s) {unknown}; "
+                f"--tfds-split {wanted!r}: unknown split(s) {unknown}; "
                 f"{builder.name} has {available}"
             )
         names = list(label_feature.names)
@@ -184,18 +191,17 @@ class TfdsSource(Source):
                 take = int(instruction.take)
                 units.append(WorkUnit(f"{split}-{shard:05d}", payload, take))
                 start += take
-        splits = fraction_splits(names, self.options)
+        splits = fraction_splits(names, self.config)
         order = {Split.TRAIN: 0, Split.VALID: 1, Split.TEST: 2, None: 3}
         ranked = sorted(range(len(names)), key=lambda i: (order[splits[names[i]]], i))
         encoding = getattr(image_feature, "encoding_format", None) or "png"
         channels = (getattr(image_feature, "shape", None) or (None, None, 3))[-1]
-        opts = self.options
+        config = self.config
         image_options = ImageOptions(
-            image_format=getattr(opts, "image_format", None)
-            or ("jpeg" if encoding == "jpeg" else "png"),
-            mode=getattr(opts, "image_mode", None) or ("L" if channels == 1 else "RGB"),
-            jpeg_quality=getattr(opts, "jpeg_quality", None) or 95,
-            resize=getattr(opts, "resize", None),
+            image_format=config.image_format or ("jpeg" if encoding == "jpeg" else "png"),
+            mode=config.image_mode or ("L" if channels == 1 else "RGB"),
+            jpeg_quality=config.jpeg_quality or 95,
+            resize=config.resize,
         )
         return ConversionPlan(
             source=self.name,
@@ -211,7 +217,7 @@ class TfdsSource(Source):
                 "tfds_file_format": file_format,
                 "image_feature": image_key,
                 "label_feature": label_key,
-                "split_rule": fraction_rule(self.options),
+                "split_rule": fraction_rule(self.config),
             },
         )
 

@@ -67,6 +67,9 @@ class VggFlowerSource(ListedSplitSource):
             if p.name not in listed
         )
         return LayoutScan(
-            root, sorted(class_files), file_units(class_files), unlisted,
+            root,
+            sorted(class_files),
+            file_units(class_files),
+            unlisted,
             {"labelled_images": int(labels.size)},
         )

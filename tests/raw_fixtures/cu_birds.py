@@ -36,6 +36,8 @@ def write_cu_birds_fixture(
     corrupt = f"images/{names[0]}/{names[0].split('.', 1)[1]}_9999_0.jpg"
     write_file(base / corrupt, truncated(tiny_image(rng, 16, 12)))
     ordered = sorted(names, key=lambda n: int(n.split(".", 1)[0]))
-    (base / "classes.txt").write_text("".join(f"{n.split('.', 1)[0].lstrip('0')} {n}\n" for n in ordered))
+    (base / "classes.txt").write_text(
+        "".join(f"{n.split('.', 1)[0].lstrip('0')} {n}\n" for n in ordered)
+    )
     (base / "images.txt").write_text("".join(f"{i} {p}\n" for i, p in enumerate(image_lines, 1)))
     return RawFixture(root=base, classes=names, images_per_class=counts, corrupt=[corrupt])

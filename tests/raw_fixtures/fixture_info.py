@@ -11,11 +11,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from beam_pipelines.sources.published_splits import (
-    SPLIT_ORDER,
-    load_split_lists,
-    published_split_path,
-)
+from splits.published import load_published
+from splits.split_file import SPLITS
 
 
 @dataclass
@@ -37,11 +34,8 @@ class RawFixture:
 def published_classes(dataset: str, classes: Sequence[str] | None = None) -> list[str]:
     """All classes of the published split of `dataset` (train, valid, test order), or the
     given subset checked against it."""
-    path = published_split_path(dataset)
-    if path is None:
-        raise ValueError(f"no published split list for {dataset!r}")
-    lists = load_split_lists(path)
-    every = [name for split in SPLIT_ORDER for name in lists[split]]
+    published = load_published(f"meta_dataset/{dataset}")
+    every = [name for split in SPLITS for name in published.classes(split)]
     if classes is None:
         return every
     unknown = [c for c in classes if c not in set(every)]

@@ -31,7 +31,10 @@ def write_fungi_fixture(
         ({"id": int(n[:4]), "name": n[5:], "supercategory": "Fungi"} for n in names),
         key=lambda c: c["id"],
     )
-    parts = {"train.json": {"images": [], "annotations": []}, "val.json": {"images": [], "annotations": []}}
+    parts = {
+        "train.json": {"images": [], "annotations": []},
+        "val.json": {"images": [], "annotations": []},
+    }
     image_id = 0
 
     def add(category: dict, data: bytes, annotate: bool = True) -> str:
@@ -43,7 +46,9 @@ def write_fungi_fixture(
         part = parts["train.json" if image_id % 4 else "val.json"]
         part["images"].append({"id": image_id, "file_name": rel, "width": 10, "height": 10})
         if annotate:
-            part["annotations"].append({"id": image_id, "image_id": image_id, "category_id": category["id"]})
+            part["annotations"].append(
+                {"id": image_id, "image_id": image_id, "category_id": category["id"]}
+            )
         return rel
 
     for category in categories:

@@ -40,7 +40,8 @@ def write_mscoco_fixture(
     names = published_classes("mscoco", classes)
     base = Path(root) / TOP
     categories = [
-        {"supercategory": "thing", "id": i, "name": n} for i, n in zip(coco_ids(len(names)), sorted(names))
+        {"supercategory": "thing", "id": i, "name": n}
+        for i, n in zip(coco_ids(len(names)), sorted(names))
     ]
     by_name = {c["name"]: c["id"] for c in categories}
     instances = [by_name[n] for n in names for _ in range(images_per_class)]
@@ -58,10 +59,17 @@ def write_mscoco_fixture(
         return f"train2017/{file_name}"
 
     def annotate(image_id: int, category: int, bbox: list[float], crowd: int = 0) -> None:
-        annotations.append({
-            "id": 900000 + len(annotations), "image_id": image_id, "category_id": category,
-            "bbox": bbox, "area": bbox[2] * bbox[3], "iscrowd": crowd, "segmentation": [],
-        })
+        annotations.append(
+            {
+                "id": 900000 + len(annotations),
+                "image_id": image_id,
+                "category_id": category,
+                "bbox": bbox,
+                "area": bbox[2] * bbox[3],
+                "iscrowd": crowd,
+                "segmentation": [],
+            }
+        )
 
     image_id = 100
     for start in range(0, len(instances), 2):
@@ -76,10 +84,18 @@ def write_mscoco_fixture(
     annotate(image_id, by_name[names[0]], [WIDTH + 5.0, 2.0, 4.0, 4.0])  # outside the image
     corrupt_image = add_image(truncated(tiny_image(rng, WIDTH, HEIGHT)), image_id + 3)
     annotate(image_id + 3, by_name[names[-1]], box())
-    raw = {"info": {"year": 2017}, "licenses": [], "images": images,
-           "annotations": annotations, "categories": categories}
+    raw = {
+        "info": {"year": 2017},
+        "licenses": [],
+        "images": images,
+        "annotations": annotations,
+        "categories": categories,
+    }
     write_file(base / "annotations" / "instances_train2017.json", json.dumps(raw).encode())
     return RawFixture(
-        base, names, counts, [corrupt_image],
+        base,
+        names,
+        counts,
+        [corrupt_image],
         details={"crowd_class": crowd_class, "outside_box_class": names[0]},
     )
