@@ -230,7 +230,7 @@ class EpisodeReader:
         if cache is None and mode == "always":
             raise DecodedCacheError(
                 f"{spec.root}: no decoded cache for {self.image_size}x{self.image_size} "
-                f"(write one with: python -m beam_pipelines.cache {spec.root} "
+                f"(write one with: python -m beam_pipelines.cache --dataset {spec.root} "
                 f"--size {self.image_size})"
             )
         return cache

@@ -54,11 +54,6 @@ NEVER_IMPORTED_BY_EPISODES = ("learners", "beam_pipelines", "splits")
 GLYPH_DATASET = "episodes.glyph_dataset"
 GLYPH_DATASET_MAY_IMPORT = ("episodes.glyph_dataset", "episodes.util")
 
-# Cycles outside episodes/ that their owner is removing (s-beam: convert <-> convert_all); the
-# lead empties this after merging. The test fails when one of them no longer happens.
-EXPECTED_ELSEWHERE: set[str] = {
-    "beam_pipelines.convert -> beam_pipelines.convert_all -> beam_pipelines.convert",
-}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -254,11 +249,8 @@ def test_glyph_dataset_imports_only_itself_and_util():
 
 
 def test_no_import_cycles_among_the_repo_packages():
-    found = {_cycle_text(c) for c in find_cycles(GRAPH)}
-    new = sorted(found - EXPECTED_ELSEWHERE)
-    gone = sorted(EXPECTED_ELSEWHERE - found)
-    assert not new, "import cycles:\n" + "\n".join(new)
-    assert not gone, "fixed: remove from EXPECTED_ELSEWHERE in this test:\n" + "\n".join(gone)
+    found = sorted({_cycle_text(c) for c in find_cycles(GRAPH)})
+    assert not found, "import cycles:\n" + "\n".join(found)
 
 
 def test_the_graph_sees_function_level_imports_and_skips_type_checking():

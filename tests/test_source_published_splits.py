@@ -21,8 +21,8 @@ from beam_pipelines.sources.published_splits import (
     resolve_class_splits,
 )
 from episodes.records.dataset_spec import Split, load_spec
+from episodes.records.split_file import SplitFile
 from splits.published import load_published
-from splits.split_file import SplitFile
 from tests.raw_fixtures.dtd import write_dtd_fixture
 
 DATASETS = [

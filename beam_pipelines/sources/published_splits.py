@@ -5,7 +5,7 @@ splits package (`splits/published/meta_dataset/<dataset>.json`, read through
 `splits.published`). Class names must match the data exactly: a listed class missing from the
 data, or a class in the data that no list names, stops the conversion with an error naming it.
 `--split-file PATH` replaces the published list; it is read by the one split-file parser,
-`splits.split_file.read_split_file` (Meta-Dataset's plain train / valid / test name lists and
+`episodes.records.split_file.read_split_file` (Meta-Dataset's plain train / valid / test name lists and
 this toolkit's split files alike). `--random-split` (or a dataset without a published list)
 draws a seeded split by fractions (70/15/15 by default, Meta-Dataset section 3.1).
 
@@ -24,8 +24,8 @@ from typing import ClassVar
 from beam_pipelines.sources.base import ClassInfo, LayoutError, split_by_fractions
 from beam_pipelines.sources.source_config import SplitSeedConfig, option
 from episodes.records.dataset_spec import Split
+from episodes.records.split_file import SplitFile, SplitFileError, read_split_file
 from splits.published import PUBLISHED_DIR, list_published, load_published
-from splits.split_file import SplitFile, SplitFileError, read_split_file
 
 REFERENCE_DATA = Path(__file__).resolve().parent / "reference_data"
 PUBLISHED_GROUP = "meta_dataset"  # splits/published/meta_dataset/<dataset>.json
