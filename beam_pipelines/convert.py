@@ -19,7 +19,6 @@ from beam_pipelines.convert_options import add_source_arguments, conversion_pars
 from beam_pipelines.output_lock import OutputLockedError
 from beam_pipelines.runner_options import make_runner
 from beam_pipelines.sources import SOURCES, LayoutError, get_source_class
-from episodes.records.storage_paths import unknown_local_flags
 from episodes.util.cli_errors import os_error_line, run_main
 from episodes.util.cli_style import CommandParser
 
@@ -47,8 +46,15 @@ def chosen_command(argv: list[str]) -> argparse.Namespace:
 
 
 def list_sources() -> str:
+    """A line per source: its name, the raw layout it expects, and the sub-folders `--all`
+    looks for it in."""
     width = max(len(n) for n in SOURCES)
-    return "\n".join(f"{name:<{width}}  {SOURCES[name].layout}" for name in sorted(SOURCES))
+    lines = []
+    for name in sorted(SOURCES):
+        folders = SOURCES[name].raw_folder_names()
+        where = f"  [--all: {' or '.join(folders)}]" if folders else ""
+        lines.append(f"{name:<{width}}  {SOURCES[name].layout}{where}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,10 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     missing = [flag for flag in required if not getattr(args, flag)]
     if missing:
         parser.error(f"missing {', '.join('--' + m for m in missing)}")
-    unknown = unknown_local_flags(beam_args)
-    if unknown and args.runner.lower() in ("directrunner", "direct"):
-        print(f"error: unknown option(s) {' '.join(unknown)} for the DirectRunner", file=sys.stderr)
-        return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         source = get_source_class(args.source).from_args(args)  # options checked before any work

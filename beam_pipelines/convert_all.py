@@ -1,20 +1,10 @@
 """`python -m beam_pipelines.convert --all --input RAW_ROOT --output OUT_ROOT`: convert every
 source found under RAW_ROOT in one Beam pipeline, one output folder per dataset.
 
-Each source is looked for in its own sub-folder of RAW_ROOT (first name that exists wins):
-
-    source        sub-folder of RAW_ROOT (alternatives)
-    ilsvrc_2012   ILSVRC2012_train (ilsvrc_2012)
-    omniglot      omniglot
-    aircraft      fgvc-aircraft-2013b (aircraft)
-    cu_birds      CUB_200_2011 (cu_birds)
-    dtd           dtd
-    quickdraw     quickdraw
-    fungi         fungi
-    vgg_flower    vgg_flower
-    traffic_sign  GTSRB (traffic_sign)
-    mscoco        mscoco
-    emnist, lfw, cifar100, any other registered source: its own name
+Each source is looked for in its own sub-folder of RAW_ROOT, named by the source's
+`raw_folders` (first name that exists wins; by default the source's name), e.g. aircraft in
+`fgvc-aircraft-2013b` or `aircraft`, traffic_sign in `GTSRB` or `traffic_sign`; `--help` lists
+them all.
 
 A found folder is planned with its source (the layout is validated then); a folder whose layout
 is wrong is reported as skipped with the reason and the others go on. The pipeline has one
@@ -60,23 +50,6 @@ from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec
 from episodes.util.cli_errors import run_main
 from episodes.util.cli_style import CommandParser
-
-SUBFOLDERS: dict[str, tuple[str, ...]] = {
-    "ilsvrc_2012": ("ILSVRC2012_train", "ilsvrc_2012"),
-    "omniglot": ("omniglot",),
-    "aircraft": ("fgvc-aircraft-2013b", "aircraft"),
-    "cu_birds": ("CUB_200_2011", "cu_birds"),
-    "dtd": ("dtd",),
-    "quickdraw": ("quickdraw",),
-    "fungi": ("fungi",),
-    "vgg_flower": ("vgg_flower",),
-    "traffic_sign": ("GTSRB", "traffic_sign"),
-    "mscoco": ("mscoco",),
-    "emnist": ("emnist",),
-    "lfw": ("lfw",),
-    "cifar100": ("cifar100",),
-}
-NOT_RAW_FOLDER_SOURCES = {"tfds"}  # sources that read no folder of their own
 
 
 @dataclass
@@ -152,16 +125,15 @@ class AllSourcesReport:
 
 def source_folder(root: Path, source: str) -> Path | None:
     """The sub-folder of `root` holding `source`'s raw data, if any."""
-    for name in SUBFOLDERS.get(source, (source,)):
+    for name in SOURCES[source].raw_folder_names():
         if (root / name).exists():
             return root / name
     return None
 
 
 def candidate_sources(only: list[str] | None = None) -> list[str]:
-    """Sources an all-sources run looks for: the table's order, then any other registered one."""
-    names = [n for n in SUBFOLDERS if n in SOURCES]
-    names += sorted(n for n in SOURCES if n not in SUBFOLDERS and n not in NOT_RAW_FOLDER_SOURCES)
+    """Sources an all-sources run looks for, by name: every registered one that reads a folder."""
+    names = sorted(n for n, cls in SOURCES.items() if cls.raw_folder_names())
     if only:
         unknown = [n for n in only if n not in names]
         if unknown:
@@ -243,7 +215,9 @@ def convert_all(
     planned = [o for o in outcomes if o.status == "planned"]
     report = AllSourcesReport(outcomes, output_root, runner=runner.description)
     if not planned:
-        expected = ", ".join(f"{s}: {SUBFOLDERS.get(s, (s,))[0]}" for s in candidate_sources(only))
+        expected = ", ".join(
+            f"{s}: {SOURCES[s].raw_folder_names()[0]}" for s in candidate_sources(only)
+        )
         found = [f"{o.source} ({o.reason})" for o in outcomes if o.status == "skipped"]
         raise LayoutError(
             f"{input_root}: no source to convert; expected sub-folders {expected}"
@@ -348,10 +322,6 @@ def main(argv: list[str] | None = None) -> int:
             "--all reads and writes local folders; convert object-storage URLs one "
             "source at a time (--source NAME, see README 'Running at scale')"
         )
-    unknown = [a for a in beam_args if a.startswith("--")]
-    if unknown and args.runner.lower() in ("directrunner", "direct"):
-        print(f"error: unknown option(s) {' '.join(unknown)} for the DirectRunner", file=sys.stderr)
-        return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     only = [s.strip() for s in args.sources.split(",") if s.strip()] if args.sources else None
     try:

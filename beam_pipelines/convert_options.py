@@ -26,7 +26,7 @@ def conversion_parser(prog: str, description: str) -> CommandParser:
     parser.add_argument(
         "--all",
         action="store_true",
-        help="convert every source found under --input (one sub-folder per source)",
+        help="convert every source found under --input (one sub-folder per source; see --list-sources)",
     )
     parser.add_argument("--input", help="raw dataset folder (or archive folder)")
     parser.add_argument("--output", help="output dataset folder")

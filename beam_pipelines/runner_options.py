@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from episodes.records.storage_paths import unknown_local_flags
+
 LOCAL_RUNNER_NAMES = {"directrunner", "direct", "fnapirunner", "local"}
 LOG_LEVEL_FLAG = "--default_sdk_harness_log_level"
 # Where the local runner re-logs what its worker processes log.
@@ -48,11 +50,20 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def make_runner(args: argparse.Namespace, beam_args: list[str]) -> RunnerChoice:
-    """Runner instance and options for the parsed `--runner` / `--direct_num_workers`."""
+    """Runner instance and options for the parsed `--runner` / `--direct_num_workers`.
+
+    The local runner would ignore any flag left for Beam other than the file-system ones, so
+    such a flag (a misspelt option) is refused here, before any work, never silently dropped."""
     if args.direct_num_workers < 1:
         raise ValueError(f"--direct_num_workers must be >= 1, got {args.direct_num_workers}")
     name = str(args.runner)
     if name.lower() in LOCAL_RUNNER_NAMES:
+        unknown = unknown_local_flags(beam_args)
+        if unknown:
+            raise ValueError(
+                f"unknown option(s) {' '.join(unknown)} for the DirectRunner (check the "
+                "spelling; only file-system flags pass through to a local run)"
+            )
         from apache_beam.portability.api import beam_provision_api_pb2
         from apache_beam.runners.portability.fn_api_runner import fn_runner
         from apache_beam.runners.portability.portable_runner import JobServiceHandle

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
-from episodes.records.storage_paths import unknown_local_flags
 from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
 from splits.embeddings.pipeline import (
     EmbedError,
@@ -132,10 +131,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from splits.embeddings.feature_extractor import CheckpointError
 
     args, beam_args = build_parser().parse_known_args(argv)
-    unknown = unknown_local_flags(beam_args)
-    if unknown and args.runner.lower() in ("directrunner", "direct"):
-        print(f"error: unknown option(s) {' '.join(unknown)} for the DirectRunner", file=sys.stderr)
-        return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         dataset = single_dataset(args.dataset)

@@ -65,3 +65,54 @@ def test_the_positional_is_not_taken_from_a_flag_value():
         "--",
         "x",
     ]
+
+
+def test_a_misspelt_flag_is_refused_by_every_beam_command_before_any_work(toy, tmp_path, capsys):
+    """Beam commands pass flags they do not know to Beam; the local runner would ignore all but
+    the file-system ones, so a misspelt option is one line and exit 2, never silently dropped."""
+    from beam_pipelines import convert, episodes
+    from splits import embed
+    from tests.raw_fixtures.omniglot import write_omniglot_fixture
+
+    raw = write_omniglot_fixture(tmp_path / "raw" / "omniglot").root
+    out = tmp_path / "out"
+    commands = {
+        "convert": lambda: convert.main(
+            ["--source", "omniglot", "--input", str(raw), "--output", str(out), "--overwirte"]
+        ),
+        "convert --all": lambda: convert.main(
+            ["--all", "--input", str(raw.parent), "--output", str(out), "--overwirte"]
+        ),
+        "cache": lambda: cache.main(["--dataset", str(toy.root), "--size", "6", "--overwirte"]),
+        "episodes": lambda: episodes.main(
+            [
+                "--dataset",
+                str(toy.root),
+                "--split",
+                "test",
+                "--episodes",
+                "2",
+                "--output",
+                str(out),
+                "--overwirte",
+            ]
+        ),
+        "splits.embed": lambda: embed.main(
+            [
+                "--dataset",
+                str(toy.root),
+                "--pretrain",
+                "cnn4",
+                "--output",
+                str(out / "e.npz"),
+                "--overwirte",
+            ]
+        ),
+    }
+    for name, run in commands.items():
+        assert run() == 2, name
+        err = capsys.readouterr().err
+        assert "unknown option(s) --overwirte for the DirectRunner" in err, (name, err)
+        assert len(err.strip().splitlines()) == 1, (name, err)
+        assert not out.exists(), name
+        assert not cache_path(toy.root, 6).exists(), name

@@ -10,7 +10,8 @@ from contextlib import redirect_stdout
 import pytest
 
 from beam_pipelines import convert as convert_cli
-from beam_pipelines.convert_all import SUBFOLDERS, candidate_sources, source_folder
+from beam_pipelines.convert_all import candidate_sources, source_folder
+from beam_pipelines.sources import SOURCES
 from beam_pipelines.sources.dtd import DTDSource
 from episodes.records.dataset_spec import load_spec
 from tests.meta_dataset_checks import convert_source, digest
@@ -110,8 +111,13 @@ def test_refused_output_and_nothing_found(raw_root, tmp_path, capsys):
 
 
 def test_folder_table(tmp_path):
-    assert SUBFOLDERS["aircraft"][0] == "fgvc-aircraft-2013b"
+    assert SOURCES["aircraft"].raw_folder_names() == ("fgvc-aircraft-2013b", "aircraft")
+    assert SOURCES["mscoco"].raw_folder_names() == ("mscoco",)  # by default its name
     assert "tfds" not in candidate_sources()
+    assert candidate_sources() == sorted(set(SOURCES) - {"tfds"})
     (tmp_path / "GTSRB").mkdir()
     assert source_folder(tmp_path, "traffic_sign") == tmp_path / "GTSRB"
     assert source_folder(tmp_path, "mscoco") is None
+    listed = {line.split()[0]: line for line in convert_cli.list_sources().splitlines()}
+    assert listed["aircraft"].endswith("[--all: fgvc-aircraft-2013b or aircraft]")
+    assert listed["mscoco"].endswith("[--all: mscoco]") and "--all" not in listed["tfds"]

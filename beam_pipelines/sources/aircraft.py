@@ -54,6 +54,7 @@ def read_box_file(path: Path) -> dict[str, tuple[int, int, int, int]]:
 
 class AircraftSource(ListedSplitSource):
     name = "aircraft"
+    raw_folders = ("fgvc-aircraft-2013b", "aircraft")
     layout = (
         "fgvc-aircraft-2013b/data/ with images/<id>.jpg, images_variant_{train,val,test}.txt "
         "and images_box.txt"

@@ -114,6 +114,9 @@ class Source(abc.ABC):
     reference_inverts: ClassVar[bool] = False
     # True where plan/read_unit also work on object storage (episodes.records.storage_paths)
     remote_input: ClassVar[bool] = False
+    # Sub-folders of a `convert --all` root that may hold this source's raw data, first found
+    # wins; () means the source's own name, None a source that reads no folder (tfds).
+    raw_folders: ClassVar[tuple[str, ...] | None] = ()
 
     # The typed options of this source (beam_pipelines.sources.source_config), its flags.
     config_class: ClassVar[type[SourceConfig]] = SourceConfig
@@ -131,6 +134,13 @@ class Source(abc.ABC):
         elif options:
             config = dataclasses.replace(config, **options)
         self.config = config
+
+    @classmethod
+    def raw_folder_names(cls) -> tuple[str, ...]:
+        """The sub-folder names `convert --all` looks for, first found wins (none: tfds)."""
+        if cls.raw_folders is None:
+            return ()
+        return cls.raw_folders or (cls.name,)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Source:

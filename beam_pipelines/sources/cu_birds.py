@@ -11,6 +11,7 @@ from beam_pipelines.sources.listed_split_source import ClassFolderSource
 
 class CUBirdsSource(ClassFolderSource):
     name = "cu_birds"
+    raw_folders = ("CUB_200_2011", "cu_birds")
     layout = "CUB_200_2011/images/<NNN.Species_name>/*.jpg"
     wrappers = ("CUB_200_2011",)
     dataset_title = "CUB-200-2011"

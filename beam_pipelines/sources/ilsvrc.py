@@ -213,6 +213,7 @@ class IlsvrcConfig(SourceConfig):
 
 class IlsvrcSource(Source):
     name = "ilsvrc_2012"
+    raw_folders = ("ILSVRC2012_train", "ilsvrc_2012")
     layout = EXPECTED
     default_image_format = "jpeg"
     default_mode = "RGB"

@@ -88,6 +88,7 @@ class TfdsConfig(FractionSplitConfig):
 
 class TfdsSource(Source):
     name = "tfds"
+    raw_folders = None  # reads a TFDS data dir, not a folder of its own
     layout = "a TFDS data dir holding NAME/[config/]version/ prepared by tfds (never downloaded)"
     default_image_format = "png"
     default_mode = "RGB"

@@ -20,6 +20,7 @@ from beam_pipelines.sources.published_splits import read_label_list
 
 class TrafficSignSource(ClassFolderSource):
     name = "traffic_sign"
+    raw_folders = ("GTSRB", "traffic_sign")
     layout = "GTSRB/Final_Training/Images/000NN/*.ppm with GT-000NN.csv"
     images_dir = "Final_Training/Images"
     wrappers = ("GTSRB",)
