@@ -40,6 +40,7 @@ from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.record_reader import CorruptRecordError, RecordReader
 from episodes.util.atomic_files import staging_folder
+from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import (
     CommandParser,
     add_dataset_argument,
@@ -201,6 +202,7 @@ def build_parser() -> CommandParser:
     return parser
 
 
+@user_faults(SpecError, DecodedCacheError, CorruptRecordError, ValueError, OSError)
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args, dataset = parse_with_one_dataset(parser, argv, "cache")
@@ -209,28 +211,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads < 0:
         parser.error(f"--threads {args.threads}: expected >= 0")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        spec = load_spec(dataset)
-        missing = [c for c in range(spec.num_classes) if not spec.records_path(c).exists()]
-        if missing:
-            raise DecodedCacheError(
-                f"{len(missing)} record files missing, e.g. {spec.records_path(missing[0])}"
-            )
-        runner = make_runner(args, beam_args)
-        t0 = time.monotonic()
-        target = build_cache(
-            spec,
-            args.size,
-            runner,
-            cache_root=args.cache_root,
-            threads=args.threads,
-            overwrite=args.overwrite,
-            index_cache_dir=args.index_cache_dir,
-            resize=args.resize,
+    spec = load_spec(dataset)
+    missing = [c for c in range(spec.num_classes) if not spec.records_path(c).exists()]
+    if missing:
+        raise DecodedCacheError(
+            f"{len(missing)} record files missing, e.g. {spec.records_path(missing[0])}"
         )
-    except (SpecError, DecodedCacheError, CorruptRecordError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    runner = make_runner(args, beam_args)
+    t0 = time.monotonic()
+    target = build_cache(
+        spec,
+        args.size,
+        runner,
+        cache_root=args.cache_root,
+        threads=args.threads,
+        overwrite=args.overwrite,
+        index_cache_dir=args.index_cache_dir,
+        resize=args.resize,
+    )
     took = time.monotonic() - t0
     images = sum(json.loads((target / MANIFEST).read_text())["images"])
     size_mb = sum(f.stat().st_size for f in target.glob("*.npy")) / 2**20

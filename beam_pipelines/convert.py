@@ -14,12 +14,11 @@ import logging
 import sys
 
 from beam_pipelines import convert_all
-from beam_pipelines.conversion import OutputExistsError, convert
+from beam_pipelines.conversion import convert
 from beam_pipelines.convert_options import add_source_arguments, conversion_parser
-from beam_pipelines.output_lock import OutputLockedError
 from beam_pipelines.runner_options import make_runner
-from beam_pipelines.sources import SOURCES, LayoutError, get_source_class
-from episodes.util.cli_errors import os_error_line, run_main
+from beam_pipelines.sources import SOURCES, get_source_class
+from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import CommandParser
 
 
@@ -57,16 +56,15 @@ def list_sources() -> str:
     return "\n".join(lines)
 
 
+# OutputExistsError and OutputLockedError are OSErrors, LayoutError a ValueError; an OSError
+# (e.g. an object store that cannot be listed or written) is named by its path.
+@user_faults(ValueError, OSError)
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = chosen_command(argv)
     if chosen.all:
         return convert_all.main(argv)
-    try:
-        parser = build_parser(chosen.source)
-    except LayoutError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    parser = build_parser(chosen.source)
     args, beam_args = parser.parse_known_args(argv)
     if args.list_sources:
         print(list_sources())
@@ -77,23 +75,16 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"missing {', '.join('--' + m for m in missing)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        source = get_source_class(args.source).from_args(args)  # options checked before any work
-        runner = make_runner(args, beam_args)
-        report = convert(
-            source,
-            args.input or data_dir,
-            args.output,
-            runner,
-            overwrite=args.overwrite,
-            exit_on_ctrl_c=True,
-        )
-    except (LayoutError, OutputExistsError, OutputLockedError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # e.g. an object store that cannot be listed or written
-        print(f"error: {os_error_line(exc)}", file=sys.stderr)
-        return 2
+    source = get_source_class(args.source).from_args(args)  # options checked before any work
+    runner = make_runner(args, beam_args)
+    report = convert(
+        source,
+        args.input or data_dir,
+        args.output,
+        runner,
+        overwrite=args.overwrite,
+        exit_on_ctrl_c=True,
+    )
     print(report.summary())
     return 0
 

@@ -48,7 +48,7 @@ from beam_pipelines.sources.source_config import SourceConfig
 from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec
-from episodes.util.cli_errors import run_main
+from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import CommandParser
 
 
@@ -308,6 +308,7 @@ def build_parser() -> CommandParser:
     return parser
 
 
+@user_faults(LayoutError, OutputExistsError, OutputLockedError, ValueError)
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -324,21 +325,17 @@ def main(argv: list[str] | None = None) -> int:
         )
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     only = [s.strip() for s in args.sources.split(",") if s.strip()] if args.sources else None
-    try:
-        configs = configs_from_args(args, candidate_sources(only), args.splits_dir)
-        runner = make_runner(args, beam_args)
-        report = convert_all(
-            Path(args.input),
-            Path(args.output),
-            runner,
-            configs,
-            overwrite=args.overwrite,
-            only=only,
-            exit_on_ctrl_c=True,
-        )
-    except (LayoutError, OutputExistsError, OutputLockedError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    configs = configs_from_args(args, candidate_sources(only), args.splits_dir)
+    runner = make_runner(args, beam_args)
+    report = convert_all(
+        Path(args.input),
+        Path(args.output),
+        runner,
+        configs,
+        overwrite=args.overwrite,
+        only=only,
+        exit_on_ctrl_c=True,
+    )
     print(report.summary())
     return 0
 

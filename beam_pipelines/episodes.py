@@ -48,6 +48,7 @@ from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import CorruptRecordError
 from episodes.records.tfrecord_io import frame_record
 from episodes.util.atomic_files import atomic_path, replace_folder
+from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser
 from episodes.util.progress_lines import ProgressLines
 
@@ -279,41 +280,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@user_faults(SpecError, ReaderError, OutputExistsError, CorruptRecordError, ValueError, OSError)
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        config = sampler_config_from_args(args)
-        job_args = {
-            "dataset_dirs": tuple(str(d) for d in args.dataset),
-            "split": args.split,
-            "config": config.to_json(),
-            "seed": args.seed,
-            "start": args.start,
-            "num_episodes": args.episodes,
-            "num_shards": args.num_shards or default_num_shards(args.episodes),
-            "split_file": args.split_file,
-            "index_cache_dir": args.index_cache_dir,
-            "mix_lambda": args.mix_lambda,
-            "base_split": args.base_split,
-        }
-        runner = make_runner(args, beam_args)
-        t0 = time.monotonic()
-        output = args.output if storage_paths.is_remote(args.output) else Path(args.output)
-        manifest = write_episode_shards(
-            job_args, output, runner, args.overwrite, exit_on_ctrl_c=True
-        )
-    except (
-        SpecError,
-        ReaderError,
-        OutputExistsError,
-        CorruptRecordError,
-        ValueError,
-        OSError,
-    ) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    config = sampler_config_from_args(args)
+    job_args = {
+        "dataset_dirs": tuple(str(d) for d in args.dataset),
+        "split": args.split,
+        "config": config.to_json(),
+        "seed": args.seed,
+        "start": args.start,
+        "num_episodes": args.episodes,
+        "num_shards": args.num_shards or default_num_shards(args.episodes),
+        "split_file": args.split_file,
+        "index_cache_dir": args.index_cache_dir,
+        "mix_lambda": args.mix_lambda,
+        "base_split": args.base_split,
+    }
+    runner = make_runner(args, beam_args)
+    t0 = time.monotonic()
+    output = args.output if storage_paths.is_remote(args.output) else Path(args.output)
+    manifest = write_episode_shards(job_args, output, runner, args.overwrite, exit_on_ctrl_c=True)
     took = time.monotonic() - t0
     print(
         f"wrote {manifest['episodes']} episodes of {', '.join(manifest['datasets'])}/"

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from episodes.util.atomic_files import atomic_path, write_text_atomically
-from episodes.util.cli_errors import UserError, run_main
+from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import add_dataset_argument, command_parser
 from learners.config_fields import flag_name
 from learners.config_flags import add_config_flags, given_values
@@ -388,13 +388,10 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
+@user_faults(ValueError, FileNotFoundError)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        evaluate_run(args)
-    except (ValueError, FileNotFoundError, UserError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    evaluate_run(args)
     return 0
 
 

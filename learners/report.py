@@ -28,7 +28,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from episodes.util.cli_errors import run_main  # noqa: E402
+from episodes.util.cli_errors import run_main, user_faults  # noqa: E402
 from episodes.util.cli_style import command_parser  # noqa: E402
 from learners.metrics import (  # noqa: E402
     average_ranks,
@@ -352,13 +352,10 @@ def run(args: argparse.Namespace) -> str:
     return divergence(evaluations, args.r)
 
 
+@user_faults(ValueError, FileNotFoundError, KeyError)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        print(run(args))
-    except (ValueError, FileNotFoundError, KeyError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    print(run(args))
     return 0
 
 

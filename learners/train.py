@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from episodes.util.cli_errors import run_main
+from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from learners.config_fields import cli_fields
 from learners.config_flags import add_config_flags, given_values
@@ -290,14 +290,11 @@ def train(
             close_source(valid)
 
 
+@user_faults(ValueError, FileNotFoundError)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        config = run_config_from_args(args)
-        result = train(config, args.output, args.device, progress=not args.no_progress)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    config = run_config_from_args(args)
+    result = train(config, args.output, args.device, progress=not args.no_progress)
     if result.start_step >= config.total_steps:
         print(f"{args.output}: already trained for {result.start_step} steps; nothing to do")
         return 0

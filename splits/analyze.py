@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from episodes.records.split_file import SPLITS, SplitFile
+from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser
 from splits.atg import normalise_rows
 from splits.divergences import (
@@ -348,48 +349,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@user_faults(ValueError)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        if args.command == "pca":
-            emb = EmbeddingsFile.load(args.embeddings)
-            splits = [SplitFile.load(p) for p in args.split]
-            print(plot_pca(emb, splits, args.output))
-        elif args.command == "correlation":
-            train = EmbeddingsFile.load(args.train_embeddings)
-            task_file = EmbeddingsFile.load(args.task_embeddings) if args.task_embeddings else train
-            accuracies = _read_accuracies(args.accuracies)
-            tasks = _read_tasks(args.tasks, task_file.class_names)
+    if args.command == "pca":
+        emb = EmbeddingsFile.load(args.embeddings)
+        splits = [SplitFile.load(p) for p in args.split]
+        print(plot_pca(emb, splits, args.output))
+    elif args.command == "correlation":
+        train = EmbeddingsFile.load(args.train_embeddings)
+        task_file = EmbeddingsFile.load(args.task_embeddings) if args.task_embeddings else train
+        accuracies = _read_accuracies(args.accuracies)
+        tasks = _read_tasks(args.tasks, task_file.class_names)
 
-            def prep(x: np.ndarray) -> np.ndarray:
-                return np.asarray(x, np.float64) if args.no_normalise else normalise_rows(x)
+        def prep(x: np.ndarray) -> np.ndarray:
+            return np.asarray(x, np.float64) if args.no_normalise else normalise_rows(x)
 
-            tr = prep(train.embeddings)
-            te = prep(task_file.embeddings)
-            result = divergence_accuracy_correlation(
-                tr, [te[t] for t in tasks], accuracies, family=args.family, damping=args.damping
-            )
-            for name, row in result.items():
-                print(f"{name:>14}: pearson r = {row['pearson_r']:+.3f}")
-        elif args.command == "hop":
-            emb = EmbeddingsFile.load(args.embeddings)
-            tree = ward_tree_parents(normalise_rows(emb.embeddings), emb.class_names)
-            if args.parents:
-                other, leaves = _read_hierarchy(args.parents)
-                if leaves is not None and sorted(leaves) != sorted(emb.class_names):
-                    raise ValueError("the hierarchy's leaves are not the embedding classes")
-            else:
-                emb_b = EmbeddingsFile.load(args.other_embeddings)
-                emb_b.check_class_names(emb.class_names)
-                other = ward_tree_parents(normalise_rows(emb_b.embeddings), emb_b.class_names)
-            print(f"hop distance: {hop_distance(tree, other, emb.class_names):.4f}")
+        tr = prep(train.embeddings)
+        te = prep(task_file.embeddings)
+        result = divergence_accuracy_correlation(
+            tr, [te[t] for t in tasks], accuracies, family=args.family, damping=args.damping
+        )
+        for name, row in result.items():
+            print(f"{name:>14}: pearson r = {row['pearson_r']:+.3f}")
+    elif args.command == "hop":
+        emb = EmbeddingsFile.load(args.embeddings)
+        tree = ward_tree_parents(normalise_rows(emb.embeddings), emb.class_names)
+        if args.parents:
+            other, leaves = _read_hierarchy(args.parents)
+            if leaves is not None and sorted(leaves) != sorted(emb.class_names):
+                raise ValueError("the hierarchy's leaves are not the embedding classes")
         else:
-            split = SplitFile.load(args.split)
-            emb = EmbeddingsFile.load(args.embeddings) if args.embeddings else None
-            print(json.dumps(split_summary(split, emb), indent=2))
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+            emb_b = EmbeddingsFile.load(args.other_embeddings)
+            emb_b.check_class_names(emb.class_names)
+            other = ward_tree_parents(normalise_rows(emb_b.embeddings), emb_b.class_names)
+        print(f"hop distance: {hop_distance(tree, other, emb.class_names):.4f}")
+    else:
+        split = SplitFile.load(args.split)
+        emb = EmbeddingsFile.load(args.embeddings) if args.embeddings else None
+        print(json.dumps(split_summary(split, emb), indent=2))
     return 0
 
 

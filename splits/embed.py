@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
 from splits.embeddings.pipeline import (
     EmbedError,
@@ -126,51 +127,45 @@ def pretrain_config_from_args(args: argparse.Namespace) -> Any:
         ) from None
 
 
+@user_faults(ValueError, FileNotFoundError)  # EmbedError and CheckpointError among them
 def main(argv: Sequence[str] | None = None) -> int:
     from learners.device import resolve_device
-    from splits.embeddings.feature_extractor import CheckpointError
 
     args, beam_args = build_parser().parse_known_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        dataset = single_dataset(args.dataset)
-        pretrain_config = pretrain_config_from_args(args)
-        options = EmbedOptions(
-            batch_size=args.batch_size,
-            chunk_size=args.chunk_size,
-            device=args.device,
-            torch_threads=args.torch_threads,
-            progress=not args.no_progress,
-        )
-        resolve_device(args.device)
-        output = check_output(args.output)
-        check_dataset(dataset)
-        runner = make_runner(args, beam_args)
-        checkpoint = args.model
-        if pretrain_config is not None:
-            from splits.embeddings.pretrain import pretrain
+    dataset = single_dataset(args.dataset)
+    pretrain_config = pretrain_config_from_args(args)
+    options = EmbedOptions(
+        batch_size=args.batch_size,
+        chunk_size=args.chunk_size,
+        device=args.device,
+        torch_threads=args.torch_threads,
+        progress=not args.no_progress,
+    )
+    resolve_device(args.device)
+    output = check_output(args.output)
+    check_dataset(dataset)
+    runner = make_runner(args, beam_args)
+    checkpoint = args.model
+    if pretrain_config is not None:
+        from splits.embeddings.pretrain import pretrain
 
-            if args.checkpoint_out is None and not isinstance(output, Path):
-                raise EmbedError(
-                    f"--output {output} is in object storage: give --checkpoint-out LOCAL_FOLDER "
-                    "for the pre-training run"
-                )
-            run_dir = Path(args.checkpoint_out or output.with_suffix(".checkpoint"))
-            try:
-                checkpoint = pretrain(dataset, run_dir, pretrain_config)
-            except ValueError as exc:
-                raise EmbedError(f"--pretrain in {run_dir} (--checkpoint-out): {exc}") from None
-            print(f"pre-trained {pretrain_config.backbone}: checkpoint {checkpoint}")
-        else:
-            from splits.embeddings.feature_extractor import resolve_checkpoint
+        if args.checkpoint_out is None and not isinstance(output, Path):
+            raise EmbedError(
+                f"--output {output} is in object storage: give --checkpoint-out LOCAL_FOLDER "
+                "for the pre-training run"
+            )
+        run_dir = Path(args.checkpoint_out or output.with_suffix(".checkpoint"))
+        try:
+            checkpoint = pretrain(dataset, run_dir, pretrain_config)
+        except ValueError as exc:
+            raise EmbedError(f"--pretrain in {run_dir} (--checkpoint-out): {exc}") from None
+        print(f"pre-trained {pretrain_config.backbone}: checkpoint {checkpoint}")
+    else:
+        from splits.embeddings.feature_extractor import resolve_checkpoint
 
-            resolve_checkpoint(checkpoint)
-        report = embed_dataset(
-            dataset, checkpoint, output, runner, options, args.direct_num_workers
-        )
-    except (EmbedError, CheckpointError, ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        resolve_checkpoint(checkpoint)
+    report = embed_dataset(dataset, checkpoint, output, runner, options, args.direct_num_workers)
     print(report.summary())
     return 0
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import (
     OLD_SPELLINGS_UNTIL,
     CommandParser,
@@ -139,24 +140,21 @@ def output_paths(output: str | None, planned: Sequence[PlannedSplit]) -> list[Pa
     ]
 
 
+@user_faults(ValueError)
 def run(argv: Sequence[str] | None = None, old_command: str | None = None) -> int:
     """Parse, check everything, then make and save each planned split file."""
     args = parse_args(argv)
-    try:
-        chosen = method_class(args.method)
-        method = chosen(parameters_from_args(chosen.Parameters, args))
-        inputs = split_inputs(args, old_command)
-        check_inputs_used(method, inputs)
-        planned = method.plan(inputs)
-        paths = output_paths(args.output, planned)
-        existing = [str(p) for p in paths if p.exists()]
-        if existing and not args.overwrite:
-            raise ValueError(f"{existing[0]} exists; pass --overwrite to replace it")
-        for item in planned:
-            item.preflight()
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    chosen = method_class(args.method)
+    method = chosen(parameters_from_args(chosen.Parameters, args))
+    inputs = split_inputs(args, old_command)
+    check_inputs_used(method, inputs)
+    planned = method.plan(inputs)
+    paths = output_paths(args.output, planned)
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not args.overwrite:
+        raise ValueError(f"{existing[0]} exists; pass --overwrite to replace it")
+    for item in planned:
+        item.preflight()
     failed = 0
     for item, path in zip(planned, paths):
         start = time.perf_counter()

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from episodes.records.index_conventions import convention_class_names
 from episodes.records.split_file import SplitFile, SplitFileError
-from episodes.util.cli_style import command_parser
+from episodes.util.cli_errors import user_faults
+from episodes.util.cli_style import CommandParser, command_parser
 
 PUBLISHED_DIR = Path(__file__).resolve().parent / "published"
 
@@ -47,6 +48,31 @@ def load_published(name: str, class_names: Sequence[str] | None = None) -> Split
     return split.with_class_names(names) if names is not None else split
 
 
+def regeneration_parser(prog: str, description: str, default_folder: Path) -> CommandParser:
+    """The parser of a command that regenerates shipped split files from their sources (the
+    paper text, the reference data): `--output DIR`, by default the shipped folder."""
+    parser = command_parser(prog, description=description)
+    parser.add_argument(
+        "--output",
+        default=str(default_folder),
+        metavar="DIR",
+        renamed_from=("--out-dir",),
+        help="folder for the split files (default: the shipped ones in splits/published/)",
+    )
+    return parser
+
+
+def write_published_files(
+    splits: Iterable[SplitFile], folder: str | Path, file_name: Callable[[SplitFile], str]
+) -> None:
+    """Save each split as `folder/file_name(split)`, printing its path and train/valid/test
+    sizes."""
+    for split in splits:
+        path = split.save(Path(folder) / file_name(split))
+        sizes = split.sizes()
+        print(f"{path}: {sizes['train']}/{sizes['valid']}/{sizes['test']}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """`python -m splits.published list | show NAME`."""
     parser = command_parser(
@@ -65,21 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@user_faults(ValueError)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "list":
         print("\n".join(list_published()))
         return 0
-    try:
-        names = None
-        if args.class_names:
-            from splits.class_names import read_class_names
+    names = None
+    if args.class_names:
+        from splits.class_names import read_class_names
 
-            names = read_class_names(args.class_names)
-        split = load_published(args.name, names)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        names = read_class_names(args.class_names)
+    split = load_published(args.name, names)
     sizes = split.sizes()
     print(
         f"{args.name}: {split.dataset} {split.method} "

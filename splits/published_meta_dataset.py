@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from episodes.records.split_file import SPLITS, SplitFile
-from episodes.util.cli_style import command_parser
+from episodes.util.cli_errors import user_faults
+from splits.published import regeneration_parser, write_published_files
 from splits.semantic import ILSVRC_ROOTS, OMNIGLOT_COUNTS, dag_split, superclass_split
 
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "published" / "meta_dataset"
@@ -120,35 +121,24 @@ def reference_splits(reference_dir: str | Path) -> list[SplitFile]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser(
-        "splits.published_meta_dataset", description="Write Meta-Dataset's splits as split files."
+    parser = regeneration_parser(
+        "splits.published_meta_dataset",
+        "Write Meta-Dataset's splits as split files.",
+        DEFAULT_OUT_DIR,
     )
     parser.add_argument(
         "--reference",
         required=True,
         help="reference-data/meta-dataset folder (splits/, dataset_specs/)",
     )
-    parser.add_argument(
-        "--output",
-        default=str(DEFAULT_OUT_DIR),
-        metavar="DIR",
-        renamed_from=("--out-dir",),
-        help="folder for the split files (default: the shipped ones in splits/published/)",
-    )
     return parser
 
 
+@user_faults(ValueError, KeyError)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        splits = reference_splits(args.reference)
-    except (ValueError, KeyError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    for split in splits:
-        path = split.save(Path(args.output) / f"{split.dataset}.json")
-        sizes = split.sizes()
-        print(f"{path}: {sizes['train']}/{sizes['valid']}/{sizes['test']}")
+    splits = reference_splits(args.reference)
+    write_published_files(splits, args.output, lambda split: f"{split.dataset}.json")
     return 0
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from episodes.records.split_file import SplitFile
-from episodes.util.cli_style import command_parser
+from splits.published import regeneration_parser, write_published_files
 
 PAPER = "Arnold & Sha, 'Embedding Adaptation is Still Needed for Few-Shot Learning', appendix A.6"
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "published" / "atg"
@@ -134,17 +134,10 @@ def published_file_name(split: SplitFile) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser(
-        "splits.published_tables", description="Regenerate the ATG paper's split files."
+    parser = regeneration_parser(
+        "splits.published_tables", "Regenerate the ATG paper's split files.", DEFAULT_OUT_DIR
     )
     parser.add_argument("--paper", required=True, help="ATG paper as text (atg-arnold-sha.txt)")
-    parser.add_argument(
-        "--output",
-        default=str(DEFAULT_OUT_DIR),
-        metavar="DIR",
-        renamed_from=("--out-dir",),
-        help="folder for the split files (default: the shipped ones in splits/published/)",
-    )
     return parser
 
 
@@ -159,10 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {paper}: {err}", file=sys.stderr)
         return 2
-    for split in sorted(splits, key=published_file_name):
-        path = split.save(Path(args.output) / published_file_name(split))
-        sizes = split.sizes()
-        print(f"{path}: {sizes['train']}/{sizes['valid']}/{sizes['test']}")
+    write_published_files(sorted(splits, key=published_file_name), args.output, published_file_name)
     return 0
 
 

@@ -4,7 +4,7 @@ import errno
 
 import pytest
 
-from episodes.util.cli_errors import EXIT_INTERRUPTED, EXIT_USAGE, UserError, run_main
+from episodes.util.cli_errors import EXIT_INTERRUPTED, EXIT_USAGE, UserError, run_main, user_faults
 
 
 def _raising(exc):
@@ -60,3 +60,25 @@ def test_extra_errors_and_bugs():
 def test_success_passes_the_code_through():
     assert run_main(lambda argv: 0) == 0
     assert run_main(lambda argv: 3, ["x"]) == 3
+
+
+def test_user_faults_decorator_is_one_line_for_the_listed_types_only(capsys):
+    class SpecFault(ValueError):
+        pass
+
+    @user_faults(SpecFault, FileNotFoundError)
+    def main(argv=None):
+        """Doc kept."""
+        raise argv
+
+    assert main.__name__ == "main" and main.__doc__ == "Doc kept."
+    assert main(SpecFault("spec.json: expected a JSON object")) == EXIT_USAGE
+    assert capsys.readouterr().err == "error: spec.json: expected a JSON object\n"
+    assert main(UserError("--ways 0: expected >= 1")) == EXIT_USAGE  # always a user fault
+    assert capsys.readouterr().err == "error: --ways 0: expected >= 1\n"
+    missing = FileNotFoundError(errno.ENOENT, "No such file or directory", "/data/x")
+    assert main(missing) == EXIT_USAGE
+    assert capsys.readouterr().err == "error: /data/x: No such file or directory (check the path)\n"
+    with pytest.raises(ValueError, match="a bug"):  # not listed: keeps its traceback
+        main(ValueError("a bug"))
+    assert main.__wrapped__ is not None

@@ -9,14 +9,19 @@ else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 EXIT_USAGE = 2  # bad input or environment: the user can fix it (argparse uses 2 too)
 # An output that cannot be written: one line even when a library wraps the OSError (Beam does).
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
+
+
+MainFunction = TypeVar("MainFunction", bound=Callable[..., int])
 
 
 class UserError(Exception):
@@ -48,6 +53,34 @@ def unwritable_cause(exc: BaseException) -> OSError | None:
             return current
         current = current.__cause__ or current.__context__
     return None
+
+
+def fault_line(exc: BaseException) -> str:
+    """The one line printed for a user fault: an OSError as `os_error_line`, else its message."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return os_error_line(exc)
+    return str(exc)
+
+
+def user_faults(*errors: type[BaseException]) -> Callable[[MainFunction], MainFunction]:
+    """Decorator for a command's `main`: an exception of `errors` (the command's own fault
+    types) or a `UserError` ends as one `error: ...` line on stderr and exit status 2.
+
+    `main` keeps returning its status when called from Python (tests, other commands);
+    `run_main` adds Ctrl-C and unwritable outputs around it when run as `python -m`."""
+
+    def decorate(main: MainFunction) -> MainFunction:
+        @functools.wraps(main)
+        def guarded(*args, **kwargs) -> int:
+            try:
+                return main(*args, **kwargs)
+            except (UserError, *errors) as exc:
+                print(f"error: {fault_line(exc)}", file=sys.stderr)
+                return EXIT_USAGE
+
+        return guarded  # type: ignore[return-value]
+
+    return decorate
 
 
 def run_main(
