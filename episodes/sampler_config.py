@@ -128,26 +128,27 @@ class SamplerConfig:
 
     # -- resolved values ------------------------------------------------------------------
 
+    def _set_or_fixed_default(self, value: int | None, fixed_default: int) -> int | None:
+        """`value` when the config sets it, else `fixed_default` in fixed mode (None in
+        variable mode): the one rule behind fixed_ways, fixed_shots and fixed_query."""
+        if value is not None:
+            return value
+        return fixed_default if self.mode == "fixed" else None
+
     @property
     def fixed_ways(self) -> int | None:
         """The ways of every episode, or None when the ways vary."""
-        if self.ways is not None:
-            return self.ways
-        return FIXED_DEFAULT_WAYS if self.mode == "fixed" else None
+        return self._set_or_fixed_default(self.ways, FIXED_DEFAULT_WAYS)
 
     @property
     def fixed_shots(self) -> int | None:
         """Shots of every class, or None when they follow the paper's formulas."""
-        if self.shots is not None:
-            return self.shots
-        return FIXED_DEFAULT_SHOTS if self.mode == "fixed" else None
+        return self._set_or_fixed_default(self.shots, FIXED_DEFAULT_SHOTS)
 
     @property
     def fixed_query(self) -> int | None:
         """Query examples per class, or None for q = min(10, min_c floor(|Im(c)|/2))."""
-        if self.query is not None:
-            return self.query
-        return FIXED_DEFAULT_QUERY if self.mode == "fixed" else None
+        return self._set_or_fixed_default(self.query, FIXED_DEFAULT_QUERY)
 
     @property
     def dag_min_leaves(self) -> int:

@@ -167,6 +167,43 @@ def test_holdout_fraction_named():
         make_base_holdout(make_spec(), "train", fraction=1.5, seed=0)
 
 
+# The exact bytes the record-set files had before their JSON code was shared (issue: duplicates).
+HOLDOUT_BYTES = (
+    b'{"format": "fewshot-tasksets.base_holdout/1", "dataset": "mini", "split": "train", '
+    b'"fraction": 0.25, "seed": 3, "classes": {"0": [4], "2": [1, 0]}}\n'
+)
+POOL_BYTES = (
+    b'{"format": "fewshot-tasksets.fixed_support_pool/1", "dataset": "mini", "split": "train", '
+    b'"k": 2, "seed": 7, "classes": {"1": [5, 3], "4": [0, 9]}}\n'
+)
+
+
+def test_record_set_files_are_byte_identical(tmp_path):
+    holdout = BaseHoldout("mini", "train", 0.25, 3, {2: (1, 0), 0: (4,)})
+    pool = FixedSupportPool("mini", "train", 2, 7, {4: (0, 9), 1: (5, 3)})
+    for record_set, expected in ((holdout, HOLDOUT_BYTES), (pool, POOL_BYTES)):
+        path = tmp_path / f"{type(record_set).__name__}.json"
+        record_set.save(path)
+        assert path.read_bytes() == expected
+        assert type(record_set).load(path) == record_set
+
+
+def test_record_set_file_faults_are_named(tmp_path):
+    path = tmp_path / "pool.json"
+    with pytest.raises(SamplerError, match="pool.json: no such file"):
+        FixedSupportPool.load(path)
+    path.write_text("{not json")
+    with pytest.raises(SamplerError, match="pool.json: not valid JSON"):
+        FixedSupportPool.load(path)
+    for text in ("[1, 2]", HOLDOUT_BYTES.decode()):
+        path.write_text(text)
+        with pytest.raises(SamplerError, match="pool.json: not a .*fixed_support_pool/1 file"):
+            FixedSupportPool.load(path)
+    path.write_bytes(POOL_BYTES.replace(b"[0, 9]", b"[0]"))
+    with pytest.raises(SamplerError, match="pool.json: class 4 does not list k=2 records"):
+        FixedSupportPool.load(path)
+
+
 # ----------------------------------------------------------------------------------------------
 # Base / novel mixing
 

@@ -28,6 +28,7 @@ from episodes.images.image_decode import DEFAULT_RESIZE, check_resize, decode_im
 from episodes.records.dataset_spec import DatasetSpec
 from episodes.records.record_reader import CorruptRecordError, RecordReader
 from episodes.util.atomic_files import atomic_path, replace_folder, staging_folder
+from episodes.util.json_files import read_json_object
 
 CACHE_FORMAT = "fewshot-tasksets.decoded_cache/2"  # /2: resize mode, array sizes, SHA-256s
 MANIFEST = "manifest.json"
@@ -209,14 +210,11 @@ def read_manifest(
     raises DecodedCacheError naming the file and how to rebuild."""
     folder = Path(folder)
     manifest_file = folder / MANIFEST
-    if not manifest_file.exists():
-        raise DecodedCacheError(f"{folder}: no {MANIFEST} (not a complete decoded cache)")
-    try:
-        manifest = json.loads(manifest_file.read_text())
-    except json.JSONDecodeError as exc:
-        raise DecodedCacheError(f"{manifest_file}: not valid JSON ({exc})") from exc
-    if not isinstance(manifest, dict):
-        raise DecodedCacheError(f"{manifest_file}: expected a JSON object")
+    manifest = read_json_object(
+        manifest_file,
+        DecodedCacheError,
+        missing=f"{folder}: no {MANIFEST} (not a complete decoded cache)",
+    )
     hint = _rebuild_hint(spec, size or manifest.get("height") or 84, resize or DEFAULT_RESIZE)
     if manifest.get("format") != CACHE_FORMAT:
         raise DecodedCacheError(

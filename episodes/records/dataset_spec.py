@@ -18,6 +18,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from episodes.util.json_files import read_json_object
+
 SPEC_FILENAME = "dataset_spec.json"
 SPEC_FORMAT = "fewshot-tasksets.dataset_spec/2"
 # Formats whose own fields `_from_ours` reads: /1 had no reference keys beside them.
@@ -353,14 +355,11 @@ def load_spec(path: str | os.PathLike) -> DatasetSpec:
     """Load a spec from a dataset folder or a JSON file, ours or the reference Meta-Dataset's."""
     path = Path(path)
     spec_path = path / SPEC_FILENAME if path.is_dir() else path
-    if not spec_path.exists():
-        raise SpecError(f"{spec_path}: no dataset spec found (expected {SPEC_FILENAME})")
-    try:
-        raw = json.loads(spec_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"{spec_path}: not valid JSON ({exc})") from exc
-    if not isinstance(raw, dict):
-        raise SpecError(f"{spec_path}: expected a JSON object")
+    raw = read_json_object(
+        spec_path,
+        SpecError,
+        missing=f"{spec_path}: no dataset spec found (expected {SPEC_FILENAME})",
+    )
     try:
         if raw.get("format") in READABLE_FORMATS:
             spec = _from_ours(raw)

@@ -19,6 +19,7 @@ the folder it reads from, so we write "." (a spec stays valid when the folder mo
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from typing import Any
 
 from episodes.records.dataset_spec import (
@@ -198,6 +199,19 @@ def _int_keyed(value: Any) -> dict[int, Any]:
     return {int(k): v for k, v in value.items()}
 
 
+def _consecutive_ids(counts: Mapping[Split, Any]) -> tuple[dict[Split, list[int]], int]:
+    """Ids numbered in split order (train, valid, test), each split taking the next
+    `counts[split]` of them (0 when absent), and how many there are in all: the reference
+    specs store per-split counts, not the ids."""
+    ids: dict[Split, list[int]] = {}
+    start = 0
+    for split in ALL_SPLITS:
+        count = int(counts.get(split, 0))
+        ids[split] = list(range(start, start + count))
+        start += count
+    return ids, start
+
+
 def spec_from_reference(raw: dict) -> DatasetSpec:
     """A DatasetSpec from the reference's spec JSON (any of its three classes), unchanged."""
     kind = raw["__class__"]
@@ -208,12 +222,7 @@ def spec_from_reference(raw: dict) -> DatasetSpec:
         names = _int_keyed(raw["class_names"])
         images = _int_keyed(raw["images_per_class"])
         n = len(names)
-        split_classes: dict[Split, list[int]] = {}
-        start = 0
-        for split in ALL_SPLITS:
-            count = int(per_split.get(split, 0))
-            split_classes[split] = list(range(start, start + count))
-            start += count
+        split_classes, start = _consecutive_ids(per_split)
         if start != n:
             raise SpecError(f"classes_per_split sums to {start} but there are {n} classes")
         return DatasetSpec(
@@ -238,12 +247,7 @@ def spec_from_reference(raw: dict) -> DatasetSpec:
             raise SpecError(
                 f"classes_per_superclass sums to {len(superclass_of)} but there are {len(names)} classes"
             )
-        superclass_splits: dict[Split, list[int]] = {}
-        start = 0
-        for split in ALL_SPLITS:
-            count = int(supers_per_split.get(split, 0))
-            superclass_splits[split] = list(range(start, start + count))
-            start += count
+        superclass_splits, start = _consecutive_ids(supers_per_split)
         if start != len(classes_per_super):
             raise SpecError(
                 f"superclasses_per_split sums to {start}, expected {len(classes_per_super)}"

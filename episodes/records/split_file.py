@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from episodes.util.atomic_files import write_text_atomically
+from episodes.util.json_files import read_json
 
 METHODS = ("published", "random", "semantic", "atg", "listed")  # listed: plain class lists
 SPLITS = ("train", "valid", "test")
@@ -235,12 +236,7 @@ def read_split_file(path: str | os.PathLike[str]) -> SplitFile:
     path = Path(path)
     if path.is_dir():
         raise SplitFileError(f"split file {path} is a folder: expected a JSON file")
-    if not path.is_file():
-        raise SplitFileError(f"split file {path} does not exist")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise SplitFileError(f"{path}: not valid JSON ({err})") from None
+    data = read_json(path, SplitFileError, missing=f"split file {path} does not exist")
     if isinstance(data, dict) and "method" in data:
         return SplitFile.from_dict(data, str(path))
     return _from_plain_lists(data, path)

@@ -35,22 +35,23 @@ class _RenamesMixin:
         return action
 
 
-class _Group(_RenamesMixin, argparse._ArgumentGroup):
+class _OwnedGroupMixin(_RenamesMixin):
+    """A group of a CommandParser: its old spellings are recorded on that parser."""
+
     def __init__(self, owner: CommandParser, *args: Any, **kwargs: Any):
-        super().__init__(owner, *args, **kwargs)
+        super().__init__(owner, *args, **kwargs)  # type: ignore[call-arg]
         self._command_parser = owner
 
     def _owner(self) -> CommandParser:
         return self._command_parser
 
 
-class _Exclusive(_RenamesMixin, argparse._MutuallyExclusiveGroup):
-    def __init__(self, owner: CommandParser, *args: Any, **kwargs: Any):
-        super().__init__(owner, *args, **kwargs)
-        self._command_parser = owner
+class _Group(_OwnedGroupMixin, argparse._ArgumentGroup):
+    """`add_argument_group` of a CommandParser."""
 
-    def _owner(self) -> CommandParser:
-        return self._command_parser
+
+class _Exclusive(_OwnedGroupMixin, argparse._MutuallyExclusiveGroup):
+    """`add_mutually_exclusive_group` of a CommandParser."""
 
 
 class CommandParser(_RenamesMixin, argparse.ArgumentParser):
