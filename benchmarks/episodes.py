@@ -35,7 +35,6 @@ if str(_HERE.parent) not in sys.path:
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
-import io  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
@@ -44,68 +43,37 @@ import time  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 
 import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
 
 from benchmarks.reference_comparison import (  # noqa: E402
     compare,
     write_records_folder,
 )
 from benchmarks.reference_comparison import report_lines as reference_report_lines  # noqa: E402
+from benchmarks.synthetic_dataset import (  # noqa: E402
+    synthetic_jpeg,
+    write_class,
+    write_jpeg_dataset,
+)
 from episodes.images.decoded_cache import write_decoded_cache  # noqa: E402
 from episodes.images.image_decode import decode_image  # noqa: E402
 from episodes.reader import EpisodeReader  # noqa: E402
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec  # noqa: E402
-from episodes.records.example_proto import encode_image_example  # noqa: E402
-from episodes.records.record_index import RecordIndex, index_path_for, write_index  # noqa: E402
-from episodes.records.tfrecord_io import write_records  # noqa: E402
 from episodes.sampler import EpisodeSampler, SamplerConfig  # noqa: E402
 
 REFERENCE_SPECS = Path(__file__).resolve().parents[1].parent / "shared" / "reference-data"
 ILSVRC_SPEC_NAME = "meta-dataset/dataset_specs/ilsvrc_2012_dataset_spec.json"
 
 
-def synthetic_jpeg(rng: np.random.Generator, side: int, seed: int) -> bytes:
-    """A smooth colour field with texture: compresses like a photo (a few KB at 84x84)."""
-    y, x = np.mgrid[0:side, 0:side].astype(np.float32) / side
-    phase = rng.uniform(0, 6.28, size=3)
-    freq = rng.uniform(1, 6, size=3)
-    channels = [127 + 100 * np.sin(freq[c] * (x + (c + 1) * y) * 3.14 + phase[c]) for c in range(3)]
-    array = np.stack(channels, -1) + rng.normal(0, 12, size=(side, side, 3))
-    buffer = io.BytesIO()
-    Image.fromarray(np.clip(array, 0, 255).astype(np.uint8)).save(buffer, "JPEG", quality=90)
-    return buffer.getvalue()
-
-
-def write_class(folder: Path, class_id: int, images: list[bytes]) -> None:
-    path = folder / f"{class_id}.tfrecords"
-    offsets = write_records(str(path), [encode_image_example(b, class_id) for b in images])
-    write_index(
-        RecordIndex(np.asarray(offsets, np.uint64), path.stat().st_size), index_path_for(path)
-    )
-
-
 def make_flat_dataset(folder: Path, classes: int = 50, per_class: int = 100) -> DatasetSpec:
     """50 classes x 100 JPEG 84x84 records, every class in the test split."""
-    rng = np.random.default_rng(0)
-    folder.mkdir(parents=True)
-    for c in range(classes):
-        write_class(folder, c, [synthetic_jpeg(rng, 84, c * 1000 + k) for k in range(per_class)])
-    spec = DatasetSpec(
-        name="bench_jpeg",
-        class_names=[f"class_{c:02d}" for c in range(classes)],
-        images_per_class=[per_class] * classes,
-        split_classes={Split.TRAIN: [], Split.VALID: [], Split.TEST: list(range(classes))},
-        image_format="jpeg",
-    )
-    spec.save(folder)
-    return load_spec(folder)
+    return write_jpeg_dataset(folder, "bench_jpeg", Split.TEST, classes, per_class)
 
 
 def make_ilsvrc_dataset(folder: Path, per_class: int = 20, side: int = 128) -> Path:
     """The reference ILSVRC spec (1,000 classes, its DAG) over synthetic records."""
     reference = load_spec(REFERENCE_SPECS / ILSVRC_SPEC_NAME)
     rng = np.random.default_rng(1)
-    pool = [synthetic_jpeg(rng, side, k) for k in range(64)]
+    pool = [synthetic_jpeg(rng, side) for _ in range(64)]
     folder.mkdir(parents=True)
     for c in range(reference.num_classes):
         write_class(folder, c, [pool[(c * 7 + k) % len(pool)] for k in range(per_class)])

@@ -146,23 +146,10 @@ def child_main(key: str, records: str, split: str, processes: int) -> None:
 def write_records_folder(folder: Path, classes: int = 50, per_class: int = 100) -> Path:
     """50 classes x 100 JPEG 84x84 records in Meta-Dataset's format, all in the train split,
     without `.index` sidecars (the reader builds them on first use, as for the reference's)."""
-    from benchmarks.episodes import synthetic_jpeg
-    from episodes.records.dataset_spec import DatasetSpec, Split
-    from episodes.records.example_proto import encode_image_example
-    from episodes.records.tfrecord_io import write_records
+    from benchmarks.synthetic_dataset import write_jpeg_dataset
+    from episodes.records.dataset_spec import Split
 
-    rng = np.random.default_rng(0)
-    folder.mkdir(parents=True)
-    for c in range(classes):
-        payloads = [encode_image_example(synthetic_jpeg(rng, 84, 0), c) for _ in range(per_class)]
-        write_records(str(folder / f"{c}.tfrecords"), payloads)
-    DatasetSpec(
-        name="bench_records",
-        class_names=[f"class_{c:02d}" for c in range(classes)],
-        images_per_class=[per_class] * classes,
-        split_classes={Split.TRAIN: list(range(classes)), Split.VALID: [], Split.TEST: []},
-        image_format="jpeg",
-    ).save(folder)
+    write_jpeg_dataset(folder, "bench_records", Split.TRAIN, classes, per_class, index=False)
     return folder
 
 

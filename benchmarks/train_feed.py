@@ -45,9 +45,9 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.episodes import synthetic_jpeg, write_class  # noqa: E402
+from benchmarks.synthetic_dataset import write_jpeg_dataset  # noqa: E402
 from episodes.images.decoded_cache import write_decoded_cache  # noqa: E402
-from episodes.records.dataset_spec import DatasetSpec, Split, load_spec  # noqa: E402
+from episodes.records.dataset_spec import Split, load_spec  # noqa: E402
 from learners.episode_feed import FeedConfig, feed  # noqa: E402
 from learners.episode_source import EpisodeOptions, open_episode_source  # noqa: E402
 from learners.learner_config import LearnerConfig  # noqa: E402
@@ -76,19 +76,8 @@ def make_datasets(
     workdir: Path, side: int, classes: int = 20, per_class: int = 40
 ) -> dict[str, Path]:
     """JPEG records (every class in the train split), and a copy with a decoded 84x84 cache."""
-    rng = np.random.default_rng(0)
     records = workdir / "records"
-    records.mkdir(parents=True)
-    for c in range(classes):
-        images = [synthetic_jpeg(rng, side, c * 1000 + k) for k in range(per_class)]
-        write_class(records, c, images)
-    DatasetSpec(
-        name="bench_train",
-        class_names=[f"class_{c:02d}" for c in range(classes)],
-        images_per_class=[per_class] * classes,
-        split_classes={Split.TRAIN: list(range(classes)), Split.VALID: [], Split.TEST: []},
-        image_format="jpeg",
-    ).save(records)
+    write_jpeg_dataset(records, "bench_train", Split.TRAIN, classes, per_class, side)
     cached = workdir / "cached"
     shutil.copytree(records, cached)
     write_decoded_cache(load_spec(cached), IMAGE_SIZE)
