@@ -11,13 +11,13 @@ sub-graphs (roots 'carnivore' / 'device') and Omniglot with `semantic.superclass
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from episodes.records.split_file import SPLITS, SplitFile
 from episodes.util.cli_errors import user_faults
+from episodes.util.json_files import read_json_object
 from splits.published import regeneration_parser, write_published_files
 from splits.semantic import ILSVRC_ROOTS, OMNIGLOT_COUNTS, dag_split, superclass_split
 
@@ -29,12 +29,7 @@ SOURCE = (
 
 
 def _read_json(path: Path) -> dict:
-    if not path.is_file():
-        raise ValueError(f"reference file {path} does not exist")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return data
+    return read_json_object(path, ValueError, f"reference file {path} does not exist")
 
 
 def _ordered_names(mapping: dict[str, str]) -> list[str]:

@@ -8,23 +8,20 @@ published split lists name them. Both files must list the same categories.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.image_file_units import FileEntry, file_units, find_layout_root
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
+from episodes.util.json_files import read_json_object
 
 PARTS = ("train.json", "val.json")
 WRAPPERS = ("fungi",)
 
 
 def load_coco_part(path: Path) -> dict:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LayoutError(f"{path}: not a readable JSON file ({exc})") from None
+    raw = read_json_object(path, LayoutError)
     missing = [
         k for k in ("categories", "images", "annotations") if not isinstance(raw.get(k), list)
     ]

@@ -12,7 +12,6 @@ Class names are the category names (e.g. `traffic light`); all classes are valid
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from beam_pipelines.sources.base import LayoutError, RawItem, WorkUnit
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
 from beam_pipelines.sources.published_splits import ListedSplitConfig
 from beam_pipelines.sources.source_config import option
+from episodes.util.json_files import read_json_object
 
 ANNOTATIONS = ("annotations/instances_train2017.json", "instances_train2017.json")
 WRAPPERS = ("mscoco", "coco")
@@ -80,10 +80,7 @@ class MSCOCOSource(ListedSplitSource):
         scale = self.config.mscoco_box_scale_ratio
         exclude_crowd = self.config.mscoco_exclude_crowd
         per_unit = self.config.mscoco_images_per_unit
-        try:
-            raw = json.loads(annotation_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise LayoutError(f"{annotation_path}: not a readable JSON file ({exc})") from None
+        raw = read_json_object(annotation_path, LayoutError)
         if not all(isinstance(raw.get(k), list) for k in ("categories", "annotations")):
             raise LayoutError(
                 f"{annotation_path}: expected COCO 'categories' and 'annotations' lists"

@@ -7,7 +7,6 @@ The hierarchy is the `--dataset` spec's (bi-level superclasses or WordNet DAG), 
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.index_conventions import CIFAR100_SUPERCLASS_OF
 from episodes.records.split_file import SplitFile
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL
+from episodes.util.json_files import read_json
 from splits.methods import register_method
 from splits.parameter_flags import parameter
 from splits.semantic import (
@@ -112,13 +112,7 @@ def read_hierarchy(path: str) -> DatasetSpec | object:
 
 def load_json(path: str) -> object:
     """A JSON file of the semantic method (hierarchy, assignment); HierarchyError names it."""
-    p = Path(path)
-    if not p.is_file():
-        raise HierarchyError(f"hierarchy file {p} does not exist")
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise HierarchyError(f"{p}: not valid JSON ({err})") from None
+    return read_json(path, HierarchyError, f"hierarchy file {path} does not exist")
 
 
 @register_method
