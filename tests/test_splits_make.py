@@ -18,6 +18,7 @@ from episodes.records.split_file import SplitFile, read_split_file
 from episodes.util.cli_style import command_parser
 from splits import atg, make, published, semantic
 from splits import random as random_cli
+from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods import get_method, method_class, method_names, register_method
 from splits.parameter_flags import add_parameter_arguments, parameter, parameters_from_args
 from splits.random import random_split
@@ -40,13 +41,7 @@ def inputs(tmp_path) -> dict[str, Path]:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3, 8))[np.arange(30) % 3] + 0.5 * rng.normal(size=(30, 8))
     emb = tmp_path / "emb.npz"
-    np.savez(
-        emb,
-        class_names=np.array(NAMES),
-        embeddings=x.astype(np.float32),
-        model=np.array("toy"),
-        weights_hash=np.array("w0"),
-    )
+    EmbeddingsFile(NAMES, x.astype(np.float32), model="toy", weights_hash="w0").save(emb)
     return {"dataset": folder, "names": names, "embeddings": emb}
 
 

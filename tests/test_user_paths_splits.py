@@ -16,6 +16,7 @@ from episodes.records.split_file import read_split_file
 from learners.episode_source import EpisodeOptions, open_episode_source
 from learners.evaluate import split_divergence
 from splits import analyze, make
+from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.split_sizes import split_by_fractions, split_counts
 from tests.raw_fixtures.cifar100 import write_cifar100_fixture
 
@@ -50,14 +51,7 @@ def _embeddings(path: Path, names: list[str]) -> Path:
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(5, 16))
     x = centres[np.arange(len(names)) % 5] + 0.5 * rng.normal(size=(len(names), 16))
-    np.savez(
-        path,
-        class_names=np.array(names),
-        embeddings=x.astype(np.float32),
-        model=np.array("toy"),
-        weights_hash=np.array("w0"),
-    )
-    return path
+    return EmbeddingsFile(names, x.astype(np.float32), model="toy", weights_hash="w0").save(path)
 
 
 def _quick_atg(emb: Path, output: Path, *extra: str) -> int:

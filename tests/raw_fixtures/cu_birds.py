@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from tests.raw_fixtures.fixture_info import (
     RawFixture,
-    published_classes,
+    start_fixture,
     tiny_image,
     truncated,
     write_file,
@@ -22,9 +20,7 @@ TOP = "CUB_200_2011"
 def write_cu_birds_fixture(
     root: Path, seed: int = 0, classes: Sequence[str] | None = None, images_per_class: int = 1
 ) -> RawFixture:
-    rng = np.random.default_rng(seed)
-    names = published_classes("cu_birds", classes)
-    base = Path(root) / TOP
+    rng, names, base = start_fixture(root, "cu_birds", TOP, seed, classes)
     image_lines, counts = [], {}
     for name in names:
         species = name.split(".", 1)[1]

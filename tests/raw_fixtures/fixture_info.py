@@ -44,6 +44,14 @@ def published_classes(dataset: str, classes: Sequence[str] | None = None) -> lis
     return list(classes)
 
 
+def start_fixture(
+    root: Path, dataset: str, top: str, seed: int, classes: Sequence[str] | None
+) -> tuple[np.random.Generator, list[str], Path]:
+    """What every Meta-Dataset fixture begins with: its seeded generator, its classes (the
+    published split's, or the given subset) and its top folder `root/top`."""
+    return np.random.default_rng(seed), published_classes(dataset, classes), Path(root) / top
+
+
 def tiny_image(rng: np.random.Generator, width: int, height: int, fmt: str = "JPEG") -> bytes:
     """A small image of a few random colour blocks, encoded as `fmt` (JPEG, PNG, PPM)."""
     blocks = rng.integers(0, 256, size=(2, 2, 3), dtype=np.uint8)

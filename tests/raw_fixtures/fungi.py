@@ -8,11 +8,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from tests.raw_fixtures.fixture_info import (
     RawFixture,
-    published_classes,
+    start_fixture,
     tiny_image,
     truncated,
     write_file,
@@ -24,9 +22,7 @@ TOP = "fungi"
 def write_fungi_fixture(
     root: Path, seed: int = 0, classes: Sequence[str] | None = None, images_per_class: int = 1
 ) -> RawFixture:
-    rng = np.random.default_rng(seed)
-    names = published_classes("fungi", classes)
-    base = Path(root) / TOP
+    rng, names, base = start_fixture(root, "fungi", TOP, seed, classes)
     categories = sorted(
         ({"id": int(n[:4]), "name": n[5:], "supercategory": "Fungi"} for n in names),
         key=lambda c: c["id"],

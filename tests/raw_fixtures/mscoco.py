@@ -9,11 +9,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from tests.raw_fixtures.fixture_info import (
     RawFixture,
-    published_classes,
+    start_fixture,
     tiny_image,
     truncated,
     write_file,
@@ -36,9 +34,7 @@ def coco_ids(count: int) -> list[int]:
 def write_mscoco_fixture(
     root: Path, seed: int = 0, classes: Sequence[str] | None = None, images_per_class: int = 1
 ) -> RawFixture:
-    rng = np.random.default_rng(seed)
-    names = published_classes("mscoco", classes)
-    base = Path(root) / TOP
+    rng, names, base = start_fixture(root, "mscoco", TOP, seed, classes)
     categories = [
         {"supercategory": "thing", "id": i, "name": n}
         for i, n in zip(coco_ids(len(names)), sorted(names))

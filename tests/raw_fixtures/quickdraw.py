@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.raw_fixtures.fixture_info import RawFixture, published_classes
+from tests.raw_fixtures.fixture_info import RawFixture, start_fixture
 
 TOP = "quickdraw"
 SIDE = 28
@@ -27,9 +27,7 @@ def drawings(rng: np.random.Generator, count: int) -> np.ndarray:
 def write_quickdraw_fixture(
     root: Path, seed: int = 0, classes: Sequence[str] | None = None, images_per_class: int = 2
 ) -> RawFixture:
-    rng = np.random.default_rng(seed)
-    names = published_classes("quickdraw", classes)
-    base = Path(root) / TOP
+    rng, names, base = start_fixture(root, "quickdraw", TOP, seed, classes)
     base.mkdir(parents=True, exist_ok=True)
     counts = {}
     for name in names:

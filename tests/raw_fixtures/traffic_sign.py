@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from tests.raw_fixtures.fixture_info import (
     RawFixture,
-    published_classes,
+    start_fixture,
     tiny_image,
     truncated,
     write_file,
@@ -23,9 +21,7 @@ HEADER = "Filename;Width;Height;Roi.X1;Roi.Y1;Roi.X2;Roi.Y2;ClassId\n"
 def write_traffic_sign_fixture(
     root: Path, seed: int = 0, classes: Sequence[str] | None = None, images_per_class: int = 1
 ) -> RawFixture:
-    rng = np.random.default_rng(seed)
-    names = published_classes("traffic_sign", classes)
-    base = Path(root) / TOP
+    rng, names, base = start_fixture(root, "traffic_sign", TOP, seed, classes)
     counts = {}
     for name in names:
         class_id = int(name.split(".", 1)[0])

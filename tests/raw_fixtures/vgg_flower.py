@@ -11,7 +11,7 @@ from scipy.io import savemat
 
 from tests.raw_fixtures.fixture_info import (
     RawFixture,
-    published_classes,
+    start_fixture,
     tiny_image,
     truncated,
     write_file,
@@ -23,9 +23,7 @@ TOP = "vgg_flower"
 def write_vgg_flower_fixture(
     root: Path, seed: int = 0, classes: Sequence[str] | None = None, images_per_class: int = 1
 ) -> RawFixture:
-    rng = np.random.default_rng(seed)
-    names = published_classes("vgg_flower", classes)
-    base = Path(root) / TOP
+    rng, names, base = start_fixture(root, "vgg_flower", TOP, seed, classes)
     slots = [name for name in names for _ in range(images_per_class)] + [names[0]]
     order = rng.permutation(len(slots))  # images of a class are spread over the numbering
     labels = []
