@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -26,7 +27,10 @@ from typing import Any
 from episodes.util.atomic_files import write_text_atomically
 from episodes.util.json_files import read_json
 
-METHODS = ("published", "random", "semantic", "atg", "listed")  # listed: plain class lists
+# The method that made a file: a `python -m splits make --method` name (atg, random, semantic,
+# published, or one added later) or "listed" (a plain class list). Any such name is read: the
+# split methods are registered in `splits`, above this format, and may grow.
+METHOD_NAME = re.compile(r"[a-z][a-z0-9_]*")
 SPLITS = ("train", "valid", "test")
 FORMAT_VERSION = 1
 
@@ -64,8 +68,11 @@ class SplitFile:
         where = f"split file for dataset {self.dataset!r}"
         if not isinstance(self.dataset, str) or not self.dataset:
             raise SplitFileError(f"dataset must be a non-empty string, got {self.dataset!r}")
-        if self.method not in METHODS:
-            raise SplitFileError(f"{where}: method {self.method!r} is not one of {METHODS}")
+        if not isinstance(self.method, str) or not METHOD_NAME.fullmatch(self.method):
+            raise SplitFileError(
+                f"{where}: method {self.method!r} is not a method name (lowercase letters, "
+                "digits and _, as atg or random)"
+            )
         for name in SPLITS:
             values = getattr(self, name)
             if not isinstance(values, list) or not all(isinstance(v, str) for v in values):

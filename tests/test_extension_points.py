@@ -1,0 +1,210 @@
+"""CONTRIBUTING.md's promise: a source, a learner or a split method is added by writing its one
+module (plus, for a source, its fixture and its test), never by editing a list elsewhere.
+
+Each test writes a throw-away module into a temporary folder put on its package's `__path__`,
+then finds it through the registry and uses it through the real command, flags included. The
+last tests check that every existing one has the files CONTRIBUTING.md lists.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+import tests
+from beam_pipelines import sources as source_registry
+from beam_pipelines.sources.base import Source
+from episodes.records.dataset_spec import load_spec
+from episodes.records.split_file import SplitFile
+from tests.source_test_case import SourceTestCase
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _plant(monkeypatch, tmp_path: Path, package, name: str, code: str) -> str:
+    """Write `code` as module `name` in a folder added to `package`'s search path; it and the
+    module are gone after the test."""
+    folder = tmp_path / f"extra_{package.__name__.replace('.', '_')}"
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.py").write_text(textwrap.dedent(code))
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+    module = f"{package.__name__}.{name}"
+    monkeypatch.setitem(sys.modules, module, None)  # undone last: the import is forgotten
+    monkeypatch.delitem(sys.modules, module)
+    return module
+
+
+TOY_SOURCE = '''
+    """A throw-away source: `images/<class>/*.png`, split by seed (no published list)."""
+
+    from dataclasses import dataclass
+
+    from beam_pipelines.sources.listed_split_source import ClassFolderSource
+    from beam_pipelines.sources.published_splits import ListedSplitConfig
+    from beam_pipelines.sources.source_config import option
+
+
+    @dataclass(frozen=True)
+    class ToyFoldersConfig(ListedSplitConfig):
+        toy_folders_note: str = option("", "an option of its own, recorded nowhere")
+
+
+    class ToyFoldersSource(ClassFolderSource):
+        name = "toy_folders"
+        layout = "images/<class>/*.png"
+        config_class = ToyFoldersConfig
+        meta_dataset_pixels = False
+'''
+
+
+def test_a_source_is_one_module(monkeypatch, tmp_path, capsys):
+    from beam_pipelines import convert
+
+    module = _plant(monkeypatch, tmp_path, source_registry, "toy_folders", TOY_SOURCE)
+    found = source_registry._discover()
+    assert found["toy_folders"].__module__ == module
+    monkeypatch.setitem(source_registry.SOURCES, "toy_folders", found["toy_folders"])
+    assert "--toy-folders-note" in convert.build_parser("toy_folders").format_help()
+    assert "toy_folders" in convert.list_sources()
+
+    raw = tmp_path / "raw"
+    rng = np.random.default_rng(0)
+    for c in range(10):
+        (raw / "images" / f"class{c}").mkdir(parents=True)
+        for k in range(2):
+            pixels = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(raw / "images" / f"class{c}" / f"{k}.png")
+    out = tmp_path / "out"
+    argv = ["--source", "toy_folders", "--input", str(raw), "--output", str(out)]
+    assert convert.main([*argv, "--toy-folders-note", "x", "--split-seed", "3"]) == 0
+    spec = load_spec(out)
+    assert sorted(spec.class_names) == [f"class{c}" for c in range(10)]
+    assert spec.total_images == 20
+    assert [len(spec.classes(s)) for s in ("train", "valid", "test")] == [8, 1, 1]
+    capsys.readouterr()
+
+
+TOY_SPLIT_METHOD = '''
+    """A throw-away split method: the first classes in sorted order to train, the rest to test."""
+
+    from dataclasses import dataclass
+
+    from episodes.records.split_file import SplitFile
+    from splits.methods import register_method
+    from splits.parameter_flags import parameter
+    from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
+
+
+    @dataclass(frozen=True)
+    class ToyHeadParameters:
+        train_classes: int = parameter(2, help="how many classes (sorted by name) train")
+
+        def __post_init__(self):
+            if self.train_classes < 1:
+                raise ValueError(f"--train-classes {self.train_classes}: expected >= 1")
+
+
+    @register_method
+    class ToyHeadMethod(SplitMethod):
+        name = "toy_head"
+        summary = "the first classes by name to train, the rest to test"
+        Parameters = ToyHeadParameters
+        reads = ("class_names",)
+
+        def plan(self, inputs: SplitInputs) -> list[PlannedSplit]:
+            names = sorted(inputs.classes().names)
+            k = self.parameters.train_classes
+            split = SplitFile(
+                dataset=inputs.name("toy"), method=self.name, train=names[:k], test=names[k:]
+            )
+            return [PlannedSplit(split.dataset, "toy_head.json", lambda: split)]
+
+        def describe(self, split, seconds):
+            return f"toy head: {len(split.train)} train classes"
+'''
+
+
+def test_a_split_method_is_one_module(monkeypatch, tmp_path, capsys):
+    import splits.methods
+    from splits import make
+
+    _plant(monkeypatch, tmp_path, splits.methods, "toy_head", TOY_SPLIT_METHOD)
+    monkeypatch.setattr(splits.methods, "_REGISTRY", dict(splits.methods._REGISTRY))
+    assert "toy_head" in splits.methods.method_names()
+    assert "--train-classes" in make.build_parser("toy_head").format_help()
+
+    names = tmp_path / "names.txt"
+    names.write_text("delta\nalpha\ncharlie\nbravo\n")
+    out = tmp_path / "split.json"
+    argv = ["--method", "toy_head", "--class-names", str(names), "--output", str(out)]
+    assert make.main([*argv, "--train-classes", "3"]) == 0
+    split = SplitFile.load(out)
+    assert (split.method, split.train, split.test) == (
+        "toy_head",
+        ["alpha", "bravo", "charlie"],
+        ["delta"],
+    )
+    assert make.main([*argv, "--train-classes", "0", "--overwrite"]) == 2
+    assert "--train-classes 0: expected >= 1" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# The existing ones follow CONTRIBUTING.md
+
+
+def _source_test_cases() -> dict[type[Source], type[SourceTestCase]]:
+    cases = {}
+    for info in pkgutil.iter_modules(tests.__path__):
+        if info.name.startswith("test_source_"):
+            module = importlib.import_module(f"tests.{info.name}")
+            for _, obj in inspect.getmembers(module, inspect.isclass):
+                if issubclass(obj, SourceTestCase) and obj is not SourceTestCase:
+                    cases[obj.SOURCE] = obj
+    return cases
+
+
+def test_every_source_has_its_declared_test_and_its_fixture():
+    cases = _source_test_cases()
+    for name, source in source_registry.SOURCES.items():
+        assert source in cases, f"{name}: no SourceTestCase in tests/test_source_*.py"
+        fixture = getattr(cases[source].FIXTURE, "func", cases[source].FIXTURE)
+        assert fixture.__module__.startswith("tests.raw_fixtures."), (name, fixture.__module__)
+
+
+def test_every_split_method_and_learner_module_registers_itself():
+    import splits.methods
+    from learners import registry
+
+    for name in splits.methods.method_names():
+        assert splits.methods.method_class(name).__module__ == f"splits.methods.{name}"
+    modules = {entry.learner.__module__ for entry in registry.registered().values()}
+    package = REPO / "learners" / "methods"
+    planted = {f"learners.methods.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    assert planted <= modules, planted - modules
+
+
+def test_contributing_names_only_files_that_exist():
+    """CONTRIBUTING.md names the module of each kind, and every concrete repository path it
+    names (placeholders like <name> aside) exists."""
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    for template in (
+        "beam_pipelines/sources/<name>.py",
+        "tests/raw_fixtures/<name>.py",
+        "tests/test_source_<name>.py",
+        "learners/methods/<name>.py",
+        "splits/methods/<name>.py",
+    ):
+        assert f"`{template}`" in text, template
+        assert (REPO / template.rsplit("/", 1)[0]).is_dir(), template
+    named = set(re.findall(r"`([a-z_]+/[A-Za-z0-9_./]+)`", text))
+    assert len(named) >= 10
+    missing = sorted(n for n in named if not (REPO / n).exists())
+    assert not missing, missing
