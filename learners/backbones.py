@@ -81,13 +81,25 @@ class Backbone(nn.Module):
             buffer.copy_(saved[name])
 
 
-class CNN4(Backbone):
+class SequentialBackbone(Backbone):
+    """Base: the feature maps are the output of `blocks` applied in order (`blocks.i.*` in the
+    state_dict), the one layout CNN4 and ResNet-12 share."""
+
+    def __init__(self, blocks: list[nn.Module], image_size: int):
+        super().__init__()
+        self.blocks = nn.Sequential(*blocks)
+        self._set_out_dim(image_size)
+
+    def feature_map(self, images: torch.Tensor) -> torch.Tensor:
+        return self.blocks(images)
+
+
+class CNN4(SequentialBackbone):
     """Four blocks of conv3x3(64) - BatchNorm - ReLU - max-pool 2 (Vinyals et al.; Snell et al.)."""
 
     flatten_features = True
 
     def __init__(self, config: BackboneConfig):
-        super().__init__()
         channels = _scaled(64, config.width)
         layers: list[nn.Module] = []
         in_channels = 3
@@ -99,11 +111,7 @@ class CNN4(Backbone):
                 nn.MaxPool2d(2),
             ]
             in_channels = channels
-        self.blocks = nn.Sequential(*layers)
-        self._set_out_dim(config.image_size)
-
-    def feature_map(self, images: torch.Tensor) -> torch.Tensor:
-        return self.blocks(images)
+        super().__init__(layers, config.image_size)
 
 
 class DropBlock(nn.Module):
@@ -160,13 +168,12 @@ class ResNet12Block(nn.Module):
         return self.dropblock(out) if self.dropblock is not None else out
 
 
-class ResNet12(Backbone):
+class ResNet12(SequentialBackbone):
     """ResNet-12 with channels 64-160-320-640; DropBlock (size 5) in the last two blocks."""
 
     def __init__(self, config: BackboneConfig):
-        super().__init__()
         widths = [_scaled(c, config.width) for c in (64, 160, 320, 640)]
-        blocks = []
+        blocks: list[nn.Module] = []
         in_ch = 3
         for index, out_ch in enumerate(widths):
             drop = None
@@ -174,11 +181,7 @@ class ResNet12(Backbone):
                 drop = DropBlock(config.dropblock_rate, block_size=5)
             blocks.append(ResNet12Block(in_ch, out_ch, config.track_running_stats, drop))
             in_ch = out_ch
-        self.blocks = nn.Sequential(*blocks)
-        self._set_out_dim(config.image_size)
-
-    def feature_map(self, images: torch.Tensor) -> torch.Tensor:
-        return self.blocks(images)
+        super().__init__(blocks, config.image_size)
 
 
 class BasicBlock(nn.Module):

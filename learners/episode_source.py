@@ -82,6 +82,18 @@ class EpisodeOptions:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class EpisodeRequest:
+    """Which episodes a reader source reads (what `open_episode_source` was asked for), passed
+    whole to the source and its FIX-ML sampler rather than argument by argument."""
+
+    dataset: str
+    split: str
+    split_file: str | None
+    options: EpisodeOptions
+    seed: int
+
+
 def _synthetic_config(options: EpisodeOptions) -> SyntheticEpisodeConfig:
     pool = int(options.fix_ml_pool) if options.fix_ml_pool is not None else None
     return SyntheticEpisodeConfig(
@@ -131,33 +143,26 @@ class ReaderEpisodeSource:
 
     random_access = True
 
-    def __init__(
-        self,
-        dataset: str,
-        split: str,
-        split_file: str | None,
-        options: EpisodeOptions,
-        seed: int,
-        decode_processes: int = 0,
-    ):
+    def __init__(self, request: EpisodeRequest, decode_processes: int = 0):
         from episodes.read import EpisodeReader
 
-        dirs = dataset_dirs(dataset)
+        options = request.options
+        dirs = dataset_dirs(request.dataset)
         config = _sampler_config(options)
         sampler = None
         if options.fix_ml_pool is not None:
-            sampler = _fixed_support_sampler(dirs, split, split_file, config, options, seed)
+            sampler = _fixed_support_sampler(dirs, config, request)
         extra = {}
         if options.base_novel_lambda is not None:
             extra["mix_lambda"] = options.base_novel_lambda
         self.reader = EpisodeReader(
             dirs,
-            split,
+            request.split,
             config,
-            seed,
+            request.seed,
             sampler=sampler,
             image_size=options.image_size,
-            split_file=split_file,
+            split_file=request.split_file,
             decode_processes=decode_processes,
             **extra,
         )
@@ -172,26 +177,20 @@ class ReaderEpisodeSource:
         self.reader.close()
 
 
-def _fixed_support_sampler(
-    dirs: list[str],
-    split: str,
-    split_file: str | None,
-    config: Any,
-    options: EpisodeOptions,
-    seed: int,
-) -> Any:
+def _fixed_support_sampler(dirs: list[str], config: Any, request: EpisodeRequest) -> Any:
     """FIX-ML (Setlur et al. sec. 4): the saved pool is every base class's whole support."""
     from episodes.fixml import FixedSupportPool
     from episodes.read import load_dataset
     from episodes.sampler import EpisodeSampler
 
+    pool_file = request.options.fix_ml_pool
     if len(dirs) != 1:
         raise ValueError("a FIX-ML fixed-support pool applies to one dataset folder")
-    if not Path(str(options.fix_ml_pool)).is_file():
-        raise FileNotFoundError(f"--fix-ml-pool {options.fix_ml_pool}: no such pool JSON file")
-    pool = FixedSupportPool.load(options.fix_ml_pool)
-    spec = load_dataset(dirs[0], split_file)
-    return EpisodeSampler(spec, split, config, seed, pool=pool)
+    if not Path(str(pool_file)).is_file():
+        raise FileNotFoundError(f"--fix-ml-pool {pool_file}: no such pool JSON file")
+    pool = FixedSupportPool.load(pool_file)
+    spec = load_dataset(dirs[0], request.split_file)
+    return EpisodeSampler(spec, request.split, config, request.seed, pool=pool)
 
 
 class ShardEpisodeSource:
@@ -321,7 +320,8 @@ def open_episode_source(
         )
     if split_file is not None and not Path(split_file).is_file():
         raise FileNotFoundError(f"--split-file {split_file}: no such file")
-    return ReaderEpisodeSource(dataset, split, split_file, options, seed, decode_processes)
+    request = EpisodeRequest(dataset, split, split_file, options, seed)
+    return ReaderEpisodeSource(request, decode_processes)
 
 
 def open_batch_source(

@@ -1,14 +1,17 @@
 """The interface every method implements, and the pieces all methods share.
 
-A learner is an `nn.Module` that owns its optimiser. Episodic methods implement
-`query_logits(episode_tensors)` (and optionally `episode_loss`); `fit_episode(episode)` takes one
-training step and returns the loss, `predict(episode)` returns query logits over the N ways.
+A learner is an `nn.Module` that owns a backbone and its optimiser: the base `__init__` builds
+the backbone, calls `add_modules()` for what the method adds, then creates the optimiser. Episodic
+methods implement `query_logits(episode_tensors)` (and optionally `episode_loss`);
+`fit_episode(episode)` takes one training step and returns the loss, `predict(episode)` returns
+query logits over the N ways.
 Non-episodic methods (multiclass pre-training) train with `fit_batch(images, class_ids)`.
 `self.config` holds the options every method shares, `self.options` the method's own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -42,16 +45,22 @@ def make_optimizer(module: nn.Module, config: LearnerConfig) -> torch.optim.Opti
     raise ValueError(f"unknown optimizer {config.optimizer!r}; expected 'adam' or 'sgd'")
 
 
-def embed_episode(backbone: nn.Module, ep: EpisodeTensors) -> tuple[torch.Tensor, torch.Tensor]:
-    """Embed support and query images in one pass; returns (support, query) features."""
-    features = backbone(torch.cat([ep.support_images, ep.query_images]))
+def embed_episode(
+    embed: Callable[[torch.Tensor], torch.Tensor], ep: EpisodeTensors
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Embed support and query images in one pass (one BatchNorm batch); returns (support,
+    query) outputs of `embed` (a backbone, or its `feature_map`)."""
+    features = embed(torch.cat([ep.support_images, ep.query_images]))
     return features[: len(ep.support_labels)], features[len(ep.support_labels) :]
 
 
 class Learner(nn.Module):
-    """Base class: owns the optimiser and converts episodes; subclasses define the method."""
+    """Base class: builds the backbone, owns the optimiser and converts episodes; subclasses
+    define the method."""
 
     stream: ClassVar[str] = "episodes"  # or "batches" for non-episodic training
+    # False: BatchNorm always uses batch statistics (MAML-style learners).
+    backbone_running_stats: ClassVar[bool] = True
 
     def __init__(self, config: LearnerConfig):
         super().__init__()
@@ -62,13 +71,15 @@ class Learner(nn.Module):
         self.optimizer: torch.optim.Optimizer | None = None
         self.precision = MixedPrecision()
         self.memory_format = torch.contiguous_format
-
-    def build_backbone(self, track_running_stats: bool = True) -> Backbone:
-        return build_backbone(self.config.backbone_config(track_running_stats))
-
-    def finish_init(self) -> None:
-        """Create the optimiser once all sub-modules exist (call at the end of __init__)."""
+        self.backbone: Backbone = build_backbone(
+            self.config.backbone_config(self.backbone_running_stats)
+        )
+        self.add_modules()
         self.optimizer = make_optimizer(self, self.config)
+
+    def add_modules(self) -> None:
+        """Hook: the method's own modules and state, built after the backbone and before the
+        optimiser (which then covers them); the base learner adds none."""
 
     @property
     def device(self) -> torch.device:
@@ -102,7 +113,7 @@ class Learner(nn.Module):
         """One optimiser step on one training episode; returns the loss before the step."""
         ep = self.to_tensors(episode)
         self.train()
-        assert self.optimizer is not None, "subclass must call finish_init()"
+        assert self.optimizer is not None
         self.optimizer.zero_grad(set_to_none=True)
         with self.precision.autocast():
             loss = self.episode_loss(ep)

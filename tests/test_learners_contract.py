@@ -128,6 +128,18 @@ def test_saved_and_loaded_learner_predicts_the_same(method: str, tmp_path: Path)
     assert torch.equal(predict(loaded, episode), before)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_the_optimiser_holds_every_trainable_parameter_once(method: str) -> None:
+    """The base learner creates it after the method's `add_modules`, so what a method adds
+    (relation module, classifier) is trained too."""
+    learner = build_learner(tiny(method))
+    assert learner.optimizer is not None
+    held = [id(p) for group in learner.optimizer.param_groups for p in group["params"]]
+    trainable = [id(p) for p in learner.parameters() if p.requires_grad]
+    assert len(held) == len(set(held)) and sorted(held) == sorted(trainable)
+    assert any(name.startswith("backbone.") for name, _ in learner.named_parameters())
+
+
 def bad_values(field: dataclasses.Field) -> list[object]:
     """Values outside a field's declared bounds or choices."""
     meta = field.metadata

@@ -390,6 +390,23 @@ def test_backbones_give_one_feature_vector_per_image(name: str) -> None:
     assert backbone.feature_map(torch.randn(2, 3, 32, 32)).shape[1] == backbone.feature_channels
 
 
+def test_backbone_state_dict_keys_are_the_ones_saved_checkpoints_hold() -> None:
+    """Runs saved earlier load by these names: CNN4's layers and ResNet-12's blocks sit at
+    `blocks.i` (CNN4: conv, BatchNorm, ReLU, max-pool per block)."""
+    cnn4 = list(build_backbone(BackboneConfig(name="cnn4", image_size=32, width=0.25)).state_dict())
+    conv, norm = ["weight", "bias"], ["weight", "bias", "running_mean", "running_var"]
+    expected = []
+    for block in range(4):
+        expected += [f"blocks.{4 * block}.{name}" for name in conv]
+        expected += [f"blocks.{4 * block + 1}.{name}" for name in norm + ["num_batches_tracked"]]
+    assert cnn4 == expected
+    resnet12 = build_backbone(BackboneConfig(name="resnet12", image_size=32, width=0.25))
+    keys = list(resnet12.state_dict())
+    assert len(keys) == 96 and {key.split(".")[0] for key in keys} == {"blocks"}
+    assert keys[:3] == [f"blocks.0.convs.{i}.weight" for i in range(3)]
+    assert "blocks.3.shortcut.1.running_var" in keys
+
+
 def test_full_size_backbones_have_the_published_feature_sizes() -> None:
     sizes = {"cnn4": 64 * 5 * 5, "resnet12": 640, "resnet18": 512, "wrn28_10": 640}
     for name, size in sizes.items():

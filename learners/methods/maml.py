@@ -20,7 +20,6 @@ from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors
 from learners.inner_loop import Params, sgd_adapt
 from learners.learner import Learner
-from learners.learner_config import LearnerConfig
 from learners.prototypes import class_prototypes, prototype_linear_layer
 from learners.registry import register_learner
 
@@ -85,14 +84,13 @@ class MAML(Learner):
     """The MAML family; which variant runs is the registered name (`config.method`)."""
 
     options: MamlConfig
+    backbone_running_stats = False
 
-    def __init__(self, config: LearnerConfig):
-        super().__init__(config)
+    def add_modules(self) -> None:
+        """No module of its own (the head is per episode): the variant and its inner step size."""
         self.variant = MAML_VARIANTS[self.config.method]
-        self.backbone = self.build_backbone(track_running_stats=False)
         default_lr = default_inner_lr(self.variant)
         self.inner_lr = self.options.inner_lr if self.options.inner_lr is not None else default_lr
-        self.finish_init()
 
     def _features(self, params: Params, images: torch.Tensor) -> torch.Tensor:
         backbone_params = {k: v for k, v in params.items() if not k.startswith("head.")}

@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors
 from learners.learner import Learner, embed_episode
-from learners.learner_config import LearnerConfig
 from learners.prototypes import cosine_similarity_matrix
 from learners.registry import register_learner
 
@@ -40,11 +39,6 @@ def matching_log_probs(
 @register_learner("matching", options=MatchingConfig, spellings=("matchingnet",))
 class MatchingNet(Learner):
     options: MatchingConfig
-
-    def __init__(self, config: LearnerConfig):
-        super().__init__(config)
-        self.backbone = self.build_backbone()
-        self.finish_init()
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
         support, query = embed_episode(self.backbone, ep)

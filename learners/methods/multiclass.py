@@ -23,7 +23,6 @@ from learners.finetune import CosineHead, FinetuneOptions, finetune_query_logits
 from learners.finetune_augment import augment_images
 from learners.knn import KNN_METRICS, knn_logits
 from learners.learner import Learner, embed_episode
-from learners.learner_config import LearnerConfig
 from learners.prototypes import class_prototypes, prototype_logits
 from learners.registry import register_learner
 
@@ -107,16 +106,14 @@ class MulticlassLearner(Learner):
     stream = "batches"
     options: MulticlassConfig
 
-    def __init__(self, config: LearnerConfig):
-        super().__init__(config)
+    def add_modules(self) -> None:
+        """The linear layer over the training classes and the sorted table of their ids."""
         class_ids = self.options.train_class_ids
         if len(class_ids) < 2:
             raise ValueError("multiclass pre-training needs the list of >= 2 training class ids")
-        self.backbone = self.build_backbone()
         self.classifier = nn.Linear(self.backbone.out_dim, len(class_ids))
         ids = torch.tensor(sorted(class_ids), dtype=torch.long)
         self.register_buffer("class_id_table", ids, persistent=False)
-        self.finish_init()
 
     def network(self) -> nn.Module:
         """Images -> logits over the training classes (the backbone plus its last linear layer)."""

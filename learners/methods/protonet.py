@@ -9,7 +9,6 @@ import torch
 from learners.config_fields import MethodConfig
 from learners.episode_batch import EpisodeTensors
 from learners.learner import Learner, embed_episode
-from learners.learner_config import LearnerConfig
 from learners.prototypes import class_prototypes, prototype_logits
 from learners.registry import register_learner
 
@@ -22,11 +21,6 @@ class ProtoNetConfig(MethodConfig):
 @register_learner("protonet", options=ProtoNetConfig)
 class ProtoNet(Learner):
     """Episodic training of the embedding with the prototype classifier."""
-
-    def __init__(self, config: LearnerConfig):
-        super().__init__(config)
-        self.backbone = self.build_backbone()
-        self.finish_init()
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
         support, query = embed_episode(self.backbone, ep)

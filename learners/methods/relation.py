@@ -15,8 +15,7 @@ from torch import nn
 
 from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors
-from learners.learner import Learner
-from learners.learner_config import LearnerConfig
+from learners.learner import Learner, embed_episode
 from learners.prototypes import class_prototypes
 from learners.registry import register_learner
 
@@ -51,16 +50,13 @@ class RelationModule(nn.Module):
 class RelationNet(Learner):
     options: RelationConfig
 
-    def __init__(self, config: LearnerConfig):
-        super().__init__(config)
-        self.backbone = self.build_backbone()
+    def add_modules(self) -> None:
+        """The relation module, sized by the backbone's feature channels."""
         self.relation = RelationModule(self.backbone.feature_channels, self.options.relation_hidden)
-        self.finish_init()
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
         """Relation scores (Q, ways) in [0, 1]; their argmax is the prediction."""
-        maps = self.backbone.feature_map(torch.cat([ep.support_images, ep.query_images]))
-        support, query = maps[: len(ep.support_labels)], maps[len(ep.support_labels) :]
+        support, query = embed_episode(self.backbone.feature_map, ep)
         prototypes = class_prototypes(support, ep.support_labels, ep.ways)  # (ways, C, h, w)
         q, k = query.shape[0], ep.ways
         pairs = torch.cat(
