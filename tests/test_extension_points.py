@@ -156,6 +156,71 @@ def test_a_split_method_is_one_module(monkeypatch, tmp_path, capsys):
     assert "--train-classes 0: expected >= 1" in capsys.readouterr().err
 
 
+TOY_LEARNER = '''
+    """A throw-away learner: prototypes compared by cosine similarity times a learnt scale."""
+
+    from dataclasses import dataclass
+
+    import torch
+    import torch.nn.functional as F
+
+    from learners.config_fields import MethodConfig, option
+    from learners.learner import Learner, embed_episode
+    from learners.prototypes import class_prototypes
+    from learners.registry import register_learner
+
+
+    @dataclass
+    class ToyCosineConfig(MethodConfig):
+        toy_initial_scale: float = option(10.0, "the cosine scale before training", above=0.0)
+
+
+    @register_learner("toy_cosine", options=ToyCosineConfig)
+    class ToyCosine(Learner):
+        def add_modules(self) -> None:
+            self.scale = torch.nn.Parameter(torch.tensor(self.options.toy_initial_scale))
+
+        def query_logits(self, ep):
+            support, query = embed_episode(self.backbone, ep)
+            prototypes = class_prototypes(support, ep.support_labels, ep.ways)
+            return self.scale * F.normalize(query, dim=1) @ F.normalize(prototypes, dim=1).T
+'''
+
+
+def test_a_learner_is_one_module(monkeypatch, tmp_path, capsys):
+    import learners.methods
+    from learners import registry, train
+    from learners.checkpoint_file import load_checkpoint_learner
+
+    registry.registered()  # the shipped methods registered first, in the registry kept after
+    _plant(monkeypatch, tmp_path, learners.methods, "toy_cosine", TOY_LEARNER)
+    monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
+    monkeypatch.setattr(registry, "_SPELLINGS", dict(registry._SPELLINGS))
+    monkeypatch.setattr(registry, "_discovered", False)
+    assert "toy_cosine" in registry.method_names()
+    assert "--toy-initial-scale" in train.build_parser().format_help()
+
+    run = tmp_path / "run"
+    argv = ["--method", "toy_cosine", "--synthetic", "--episodes", "3", "--output", str(run)]
+    tiny = [
+        "--backbone",
+        "cnn4",
+        "--width",
+        "0.25",
+        "--image-size",
+        "28",
+        "--validation-episodes",
+        "0",
+    ]
+    assert train.main([*argv, *tiny, "--toy-initial-scale", "0"]) == 2
+    assert "--toy-initial-scale" in capsys.readouterr().err
+    assert train.main([*argv, *tiny, "--toy-initial-scale", "4"]) == 0
+    learner, _, step = load_checkpoint_learner(run)
+    assert step == 3
+    assert type(learner).__name__ == "ToyCosine" and learner.options.toy_initial_scale == 4.0
+    assert float(learner.scale.detach()) != 4.0  # the optimiser covers the module it added
+
+
 # ---------------------------------------------------------------------------------------------
 # The existing ones follow CONTRIBUTING.md
 
@@ -180,6 +245,7 @@ def test_every_source_has_its_declared_test_and_its_fixture():
 
 
 def test_every_split_method_and_learner_module_registers_itself():
+    """Each module of splits/methods/ and learners/methods/ registers what it defines."""
     import splits.methods
     from learners import registry
 
