@@ -281,29 +281,20 @@ def _snapshots_csv(run_dir: Path) -> Path:
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("learners.report", __doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("ranks").add_argument("evals", nargs="+")
-    hardness = sub.add_parser("hardness")
-    hardness.add_argument("evals", nargs="+")
-    hardness.add_argument(
-        "--output", required=True, metavar="PNG", help="the plot", renamed_from=("--png",)
-    )
-    ways = sub.add_parser("ways-shots")
-    ways.add_argument("evals", nargs="+")
-    ways.add_argument(
+    for name in ("ranks", "hardness", "ways-shots", "base-novel", "divergence"):
+        sub.add_parser(name).add_argument("evals", nargs="+", help="evaluation folders")
+    for name in ("hardness", "base-novel"):
+        sub.choices[name].add_argument(
+            "--output", required=True, metavar="PNG", help="the plot", renamed_from=("--png",)
+        )
+    sub.choices["ways-shots"].add_argument(
         "--output",
         required=True,
         metavar="DIR",
         help="folder of the two plots",
         renamed_from=("--out-dir",),
     )
-    mixing = sub.add_parser("base-novel")
-    mixing.add_argument("evals", nargs="+")
-    mixing.add_argument(
-        "--output", required=True, metavar="PNG", help="the plot", renamed_from=("--png",)
-    )
-    diverge = sub.add_parser("divergence")
-    diverge.add_argument("evals", nargs="+")
-    diverge.add_argument(
+    sub.choices["divergence"].add_argument(
         "--r",
         type=float,
         nargs="+",
