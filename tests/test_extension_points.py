@@ -25,6 +25,7 @@ from beam_pipelines.sources.base import Source
 from episodes.records.dataset_spec import load_spec
 from episodes.records.split_file import SplitFile
 from tests.source_test_case import SourceTestCase
+from tests.test_learners_cli import TINY
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -202,19 +203,9 @@ def test_a_learner_is_one_module(monkeypatch, tmp_path, capsys):
 
     run = tmp_path / "run"
     argv = ["--method", "toy_cosine", "--synthetic", "--episodes", "3", "--output", str(run)]
-    tiny = [
-        "--backbone",
-        "cnn4",
-        "--width",
-        "0.25",
-        "--image-size",
-        "28",
-        "--validation-episodes",
-        "0",
-    ]
-    assert train.main([*argv, *tiny, "--toy-initial-scale", "0"]) == 2
+    assert train.main([*argv, *TINY, "--validation-episodes", "0", "--toy-initial-scale", "0"]) == 2
     assert "--toy-initial-scale" in capsys.readouterr().err
-    assert train.main([*argv, *tiny, "--toy-initial-scale", "4"]) == 0
+    assert train.main([*argv, *TINY, "--validation-episodes", "0", "--toy-initial-scale", "4"]) == 0
     learner, _, step = load_checkpoint_learner(run)
     assert step == 3
     assert type(learner).__name__ == "ToyCosine" and learner.options.toy_initial_scale == 4.0

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from beam_pipelines.sources.emnist import KNOWN_SPLITS
+from tests.raw_fixtures.fixture_info import write_file
 
 SIDE = 28
 MEMBER_DIR = "gzip"
@@ -117,9 +118,8 @@ def write_emnist_fixture(root: Path, seed: int = 0, zipped: bool = True) -> Emni
                 archive.writestr(info, files[name])
     else:
         path = root / MEMBER_DIR
-        path.mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
-            (path / name).write_bytes(data)
+            write_file(path / name, data)
     return EmnistFixture(
         root=root,
         path=path,

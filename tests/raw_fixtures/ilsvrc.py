@@ -18,6 +18,7 @@ import numpy as np
 from PIL import Image
 
 from episodes.records.dataset_spec import Split
+from tests.raw_fixtures.fixture_info import write_file
 
 # Real ILSVRC-2012 classes: (wnid, split under Meta-Dataset's carnivore/device rule).
 CLASSES = {
@@ -124,10 +125,8 @@ def write_ilsvrc_fixture(
             (root / f"{wnid}.tar").write_bytes(_tar_bytes(files))
     else:
         for wnid, files in contents.items():
-            folder = root / "train" / wnid
-            folder.mkdir(parents=True, exist_ok=True)
             for name, data in files.items():
-                (folder / name).write_bytes(data)
+                write_file(root / "train" / wnid / name, data)
     return IlsvrcFixture(
         root=root,
         layout=layout,
