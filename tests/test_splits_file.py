@@ -36,7 +36,8 @@ def test_optional_fields_are_omitted():
     [
         (dict(valid=["a"]), "'a' is in both 'train' and 'valid'"),
         (dict(train=["a", "a"]), "more than once"),
-        (dict(method="magic"), "method 'magic'"),
+        (dict(method="Magic split!"), "method 'Magic split!' is not a method name"),
+        (dict(method=""), "method '' is not a method name"),
         (dict(train=[], valid=[], test=[]), "all of train/valid/test are empty"),
         (dict(train=["a", 1]), "list of class-name strings"),
     ],
@@ -86,3 +87,10 @@ def test_index_tables_are_validated():
     with pytest.raises(SplitFileError, match="in both"):
         SplitFile(dataset="t", method="published",
                   class_indices={"train": [0, 1], "valid": [1], "test": [2]})
+
+
+def test_a_split_method_added_later_is_a_valid_method():
+    """The format names the method that made a file without a fixed list: a method module
+    added to splits/methods/ writes files every reader accepts."""
+    split = _split(method="toy_head")
+    assert SplitFile.from_json(split.to_json()).method == "toy_head"
