@@ -1,4 +1,5 @@
 """Few-shot taskset toolkit: Beam converters, ATG splits, Meta-Dataset episodes, learners."""
+
 from setuptools import find_packages, setup
 
 setup(

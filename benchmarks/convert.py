@@ -52,7 +52,10 @@ def main() -> int:
     parser.add_argument("--raw", type=Path, default=ROOT / "data" / "raw" / "omniglot_glyphs")
     parser.add_argument("--repeat", type=int, default=1, help="runs per variant (best is kept)")
     args = parser.parse_args()
-    if not (args.raw / "images_background").exists() and not (args.raw / "images_background.zip").exists():
+    if (
+        not (args.raw / "images_background").exists()
+        and not (args.raw / "images_background.zip").exists()
+    ):
         print(f"generating the embedded dataset into {args.raw} ...", file=sys.stderr)
         subprocess.run(
             [sys.executable, "-m", "episodes.glyph_dataset", "--output", str(args.raw)], check=True
@@ -78,7 +81,9 @@ def main() -> int:
     for name, (count, rate) in results.items():
         print(f"{name:<28}{count:>9,}{rate:>12,.0f}{rate / base:>9.2f}")
     ratio = results["Beam, 1 worker"][1] / base
-    print(f"1-worker Beam / plain loop = {ratio:.2f} (target >= 0.50): {'MET' if ratio >= 0.5 else 'NOT MET'}")
+    print(
+        f"1-worker Beam / plain loop = {ratio:.2f} (target >= 0.50): {'MET' if ratio >= 0.5 else 'NOT MET'}"
+    )
     return 0
 
 

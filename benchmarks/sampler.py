@@ -22,7 +22,11 @@ from episodes.records.dataset_spec import Split, load_spec
 from episodes.sampler import EpisodeSampler, SamplerConfig
 
 DEFAULT_SPECS = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "reference-data" / "meta-dataset" / "dataset_specs"
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "reference-data"
+    / "meta-dataset"
+    / "dataset_specs"
 )
 
 
@@ -60,8 +64,12 @@ def time_naive(sampler: EpisodeSampler, episodes: int, repeats: int) -> float:
     drawing the same classes and shot/query counts as the sampler's first episodes."""
     shapes = []
     for d in sampler.descriptions(0, min(episodes, 500)):
-        shapes.append([(sampler.spec.images_per_class[c], len(s) + len(q))
-                       for c, s, q in zip(d.class_ids, d.support, d.query)])
+        shapes.append(
+            [
+                (sampler.spec.images_per_class[c], len(s) + len(q))
+                for c, s, q in zip(d.class_ids, d.support, d.query)
+            ]
+        )
     best = 0.0
     for _ in range(repeats):
         start = time.perf_counter()
@@ -76,11 +84,16 @@ def time_naive(sampler: EpisodeSampler, episodes: int, repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=20000,
-                        help="episodes per timed run (default 20000)")
+    parser.add_argument(
+        "--episodes", type=int, default=20000, help="episodes per timed run (default 20000)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed runs, best kept")
-    parser.add_argument("--specs", type=Path, default=DEFAULT_SPECS,
-                        help="folder with ilsvrc_2012_dataset_spec.json, omniglot_dataset_spec.json")
+    parser.add_argument(
+        "--specs",
+        type=Path,
+        default=DEFAULT_SPECS,
+        help="folder with ilsvrc_2012_dataset_spec.json, omniglot_dataset_spec.json",
+    )
     args = parser.parse_args(argv)
     if args.episodes < 1 or args.repeats < 1:
         parser.error(f"--episodes={args.episodes} and --repeats={args.repeats} must be >= 1")
@@ -95,18 +108,24 @@ def main(argv: list[str] | None = None) -> None:
         ("Omniglot train, variable (alphabets)", omniglot, SamplerConfig()),
     ]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"{args.episodes} episodes x {args.repeats} runs (best); load average {load:.2f}, "
-          f"{os.cpu_count()} CPUs")
-    header = (f"{'scenario':40s}{'sampler/s':>11s}{'(cpu)/s':>10s}{'perm/s':>10s}"
-              f"{'naive/s':>10s}{'vs perm':>9s}{'vs naive':>10s}")
+    print(
+        f"{args.episodes} episodes x {args.repeats} runs (best); load average {load:.2f}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    header = (
+        f"{'scenario':40s}{'sampler/s':>11s}{'(cpu)/s':>10s}{'perm/s':>10s}"
+        f"{'naive/s':>10s}{'vs perm':>9s}{'vs naive':>10s}"
+    )
     print(header)
     for label, spec, config in scenarios:
         sampler = EpisodeSampler(spec, Split.TRAIN, config, seed=0)
         ours, ours_cpu = time_sampler(sampler, args.episodes, args.repeats)
         perm = time_permutations(len(spec.classes(Split.TRAIN)), args.episodes, args.repeats)
         naive = time_naive(sampler, max(1, args.episodes // 4), args.repeats)
-        print(f"{label:40s}{ours:11.0f}{ours_cpu:10.0f}{perm:10.0f}{naive:10.0f}"
-              f"{ours / perm:9.3f}{ours / naive:10.2f}")
+        print(
+            f"{label:40s}{ours:11.0f}{ours_cpu:10.0f}{perm:10.0f}{naive:10.0f}"
+            f"{ours / perm:9.3f}{ours / naive:10.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -86,9 +86,7 @@ def ragged_arange(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     ).repeat(lengths)
 
 
-def draw_distinct(
-    rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray
-) -> np.ndarray:
+def draw_distinct(rng: np.random.Generator, counts: np.ndarray, needed: np.ndarray) -> np.ndarray:
     """For each group g, needed[g] distinct positions drawn uniformly from range(counts[g]),
     in random order; returned concatenated group by group.
 
@@ -99,9 +97,7 @@ def draw_distinct(
     needed = np.asarray(needed, dtype=np.int64)
     if (needed > counts).any() or (needed < 0).any():
         bad = int(np.flatnonzero((needed > counts) | (needed < 0))[0])
-        raise ValueError(
-            f"cannot draw {int(needed[bad])} distinct items out of {int(counts[bad])}"
-        )
+        raise ValueError(f"cannot draw {int(needed[bad])} distinct items out of {int(counts[bad])}")
     return draw_groups(rng, counts, needed)
 
 

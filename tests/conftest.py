@@ -13,7 +13,9 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 # The project's shared/ folder (papers, reference data) sits beside the repository checkout;
 # FEWSHOT_SHARED overrides it.
-SHARED = Path(os.environ.get("FEWSHOT_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+SHARED = Path(
+    os.environ.get("FEWSHOT_SHARED", Path(__file__).resolve().parents[1].parent / "shared")
+)
 REFERENCE_DATA = SHARED / "reference-data" / "meta-dataset"
 
 

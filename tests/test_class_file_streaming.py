@@ -37,9 +37,7 @@ def test_conversion_bytes_equal_the_buffered_writers(tmp_path, monkeypatch):
     with monkeypatch.context() as patch:  # the writer as it was before streaming
         patch.setattr(writer, "EncodeImagesFn", BufferedEncodeImagesFn)
         patch.setattr(writer, "write_class_file", buffered_write_class_file)
-        convert(
-            OmniglotSource(), raw, tmp_path / "buffered", make_local_runner(1)
-        )
+        convert(OmniglotSource(), raw, tmp_path / "buffered", make_local_runner(1))
     assert _files(tmp_path / "streamed") == _files(tmp_path / "buffered")
     assert streamed.spec.total_images == 152
     assert SPILL_FOLDER not in _files(tmp_path / "streamed")

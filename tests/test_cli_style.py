@@ -34,7 +34,6 @@ OUTPUT_SPELLINGS = {"--out", "--out-dir", "--output-dir", "--outdir", "--output-
 FOLDER_POSITIONALS = {"dataset", "datasets", "dataset_dir", "out", "output", "root", "spec"}
 
 
-
 def commands() -> list[str]:
     found = []
     for package in PACKAGES:

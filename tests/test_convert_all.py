@@ -55,17 +55,30 @@ def converted(raw_root, tmp_path_factory):
 def test_found_converted_and_skipped(converted):
     rc, out, printed = converted
     assert rc == 0
-    assert sorted(p.name for p in out.iterdir()) == ["dtd", "omniglot", "traffic_sign", "vgg_flower"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "dtd",
+        "omniglot",
+        "traffic_sign",
+        "vgg_flower",
+    ]
     lines = {line.split()[0]: line for line in printed.splitlines() if line.strip()}
     for name in ("dtd", "omniglot", "traffic_sign", "vgg_flower"):
         assert " converted " in lines[name]
     assert " skipped " in lines["cu_birds"] and "not a CUB-200-2011 layout" in lines["cu_birds"]
     assert " not found " in lines["aircraft"] and " not found " in lines["mscoco"]
     assert "found 5, converted 4, skipped 1" in printed
-    assert [len(load_spec(out / "dtd").classes(s)) for s in ("train", "valid", "test")] == [33, 7, 7]
+    assert [len(load_spec(out / "dtd").classes(s)) for s in ("train", "valid", "test")] == [
+        33,
+        7,
+        7,
+    ]
     assert load_spec(out / "traffic_sign").total_images == 43 * 2
     vgg = load_spec(out / "vgg_flower")
-    assert vgg.class_names == ["003.canterbury bells", "001.pink primrose", "002.hard-leaved pocket orchid"]
+    assert vgg.class_names == [
+        "003.canterbury bells",
+        "001.pink primrose",
+        "002.hard-leaved pocket orchid",
+    ]
     assert vgg.provenance["split_origin"].endswith("vgg_flower_splits.json")
 
 
@@ -82,8 +95,9 @@ def test_multi_source_reader_takes_the_folders(converted):
 
     _, out, _ = converted
     config = SamplerConfig.fixed(ways=3, shots=1, query=1)
-    with EpisodeReader([out / "dtd", out / "traffic_sign"], "test", config, seed=0,
-                       image_size=8, num_threads=0) as reader:
+    with EpisodeReader(
+        [out / "dtd", out / "traffic_sign"], "test", config, seed=0, image_size=8, num_threads=0
+    ) as reader:
         episodes = list(reader.episodes(0, 8))
     assert {e.source for e in episodes} == {"dtd", "traffic_sign"}
     for episode in episodes:
@@ -97,7 +111,9 @@ def test_refused_output_and_nothing_found(raw_root, tmp_path, capsys):
     out = tmp_path / "out"
     (out / "traffic_sign").mkdir(parents=True)
     (out / "traffic_sign" / "keep.txt").write_text("user data")
-    rc = convert_cli.main(["--all", "--input", str(root), "--output", str(out), "--sources", "dtd,traffic_sign"])
+    rc = convert_cli.main(
+        ["--all", "--input", str(root), "--output", str(out), "--sources", "dtd,traffic_sign"]
+    )
     assert rc == 2 and "pass --overwrite" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["traffic_sign"]  # no dtd, no temp folders
     empty = tmp_path / "empty"
@@ -106,8 +122,13 @@ def test_refused_output_and_nothing_found(raw_root, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no source to convert" in err and "aircraft: fgvc-aircraft-2013b" in err
     with pytest.raises(SystemExit):
-        convert_cli.main(["--all", "--input", str(root), "--output", str(out), "--split-file", "x.json"])
-    assert convert_cli.main(["--all", "--input", str(root), "--output", str(out), "--sources", "nope"]) == 2
+        convert_cli.main(
+            ["--all", "--input", str(root), "--output", str(out), "--split-file", "x.json"]
+        )
+    assert (
+        convert_cli.main(["--all", "--input", str(root), "--output", str(out), "--sources", "nope"])
+        == 2
+    )
 
 
 def test_folder_table(tmp_path):

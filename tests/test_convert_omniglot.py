@@ -97,14 +97,21 @@ def test_zipped_archives_give_the_same_records(tmp_path, local_runner):
 
 def test_bad_layouts_fail_before_the_pipeline(tmp_path, capsys):
     missing = tmp_path / "nope"
-    assert convert_cli.main(["--source", "omniglot", "--input", str(missing), "--output", str(tmp_path / "o")]) == 2
+    assert (
+        convert_cli.main(
+            ["--source", "omniglot", "--input", str(missing), "--output", str(tmp_path / "o")]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert str(missing) in err and "not found" in err and err.count("\n") == 1
     other = tmp_path / "not_omniglot"
     (other / "train" / "n01440764").mkdir(parents=True)
     with pytest.raises(LayoutError, match="missing images_background, images_evaluation"):
         OmniglotSource().plan(other)
-    assert convert_cli.main(["--source", "imagenet21k", "--input", str(other), "--output", "x"]) == 2
+    assert (
+        convert_cli.main(["--source", "imagenet21k", "--input", str(other), "--output", "x"]) == 2
+    )
     assert "unknown --source 'imagenet21k'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 

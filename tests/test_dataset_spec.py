@@ -55,7 +55,9 @@ def test_reference_spec_image_counts_match_published_numbers(reference_data):
     assert load_spec(_spec_path(reference_data, "cu_birds")).total_images == 11788
     assert load_spec(_spec_path(reference_data, "dtd")).total_images == 47 * 120
     ilsvrc = load_spec(_spec_path(reference_data, "ilsvrc_2012"))
-    leaf_counts = json.loads((reference_data / "dataset_specs" / "ilsvrc_2012_num_leaf_images.json").read_text())
+    leaf_counts = json.loads(
+        (reference_data / "dataset_specs" / "ilsvrc_2012_num_leaf_images.json").read_text()
+    )
     assert {ilsvrc.class_names[c]: ilsvrc.images_per_class[c] for c in range(1000)} == leaf_counts
 
 
@@ -105,8 +107,9 @@ def test_our_spec_round_trips(tmp_path):
         class_names=["a-1", "a-2", "b-1", "c-1"],
         images_per_class=[3, 4, 5, 6],
         split_classes={Split.TRAIN: [0, 1], Split.VALID: [2], Split.TEST: [3]},
-        hierarchy=BiLevelHierarchy(["a", "b", "c"], [0, 0, 1, 2],
-                                   {Split.TRAIN: [0], Split.VALID: [1], Split.TEST: [2]}),
+        hierarchy=BiLevelHierarchy(
+            ["a", "b", "c"], [0, 0, 1, 2], {Split.TRAIN: [0], Split.VALID: [1], Split.TEST: [2]}
+        ),
         image_format="png",
         provenance={"source": "unit-test"},
     )
@@ -134,8 +137,11 @@ def test_with_splits_overrides_by_class_name():
         ("not json", "not valid JSON"),
         ("[1, 2]", "expected a JSON object"),
         ('{"name": "x"}', "neither"),
-        ('{"__class__": "DatasetSpecification", "name": "x", "classes_per_split": {"TRAIN": 2},'
-         ' "images_per_class": {"0": 1}, "class_names": {"0": "a"}}', "sums to 2"),
+        (
+            '{"__class__": "DatasetSpecification", "name": "x", "classes_per_split": {"TRAIN": 2},'
+            ' "images_per_class": {"0": 1}, "class_names": {"0": "a"}}',
+            "sums to 2",
+        ),
         ('{"__class__": "Mystery", "name": "x"}', "unknown reference spec class"),
     ],
 )

@@ -55,7 +55,6 @@ GLYPH_DATASET = "episodes.glyph_dataset"
 GLYPH_DATASET_MAY_IMPORT = ("episodes.glyph_dataset", "episodes.util")
 
 
-
 # ----------------------------------------------------------------------------------------------
 # The module graph
 

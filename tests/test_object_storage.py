@@ -57,7 +57,7 @@ class S3Server:
         return make_runner(namespace, self.flags)
 
     def upload(self, folder: Path, url: str) -> int:
-        bucket, _, prefix = url[len("s3://"):].partition("/")
+        bucket, _, prefix = url[len("s3://") :].partition("/")
         count = 0
         for path in sorted(folder.rglob("*")):
             if path.is_file():
@@ -68,13 +68,15 @@ class S3Server:
 
     def objects(self, url: str) -> dict[str, bytes]:
         """{relative key: bytes} of every object under the prefix `url`."""
-        bucket, _, prefix = url[len("s3://"):].partition("/")
+        bucket, _, prefix = url[len("s3://") :].partition("/")
         prefix = prefix.rstrip("/") + "/" if prefix else ""
         found = {}
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for page in self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix
+        ):
             for item in page.get("Contents", []):
                 body = self.client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
-                found[item["Key"][len(prefix):]] = body
+                found[item["Key"][len(prefix) :]] = body
         return found
 
 
@@ -89,13 +91,16 @@ def s3(tmp_path_factory):
     """A moto S3 server on 127.0.0.1 (random port), started for this module and stopped after."""
     boto3 = pytest.importorskip("boto3")
     saved = {k: os.environ.get(k) for k in ("AWS_EC2_METADATA_DISABLED", "NO_PROXY", "no_proxy")}
-    os.environ.update({"AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
+    os.environ.update(
+        {"AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    )
     log = tmp_path_factory.mktemp("moto") / "server.log"
     port = _free_port()
     with open(log, "wb") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out, stderr=subprocess.STDOUT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = time.monotonic() + 60
@@ -111,7 +116,10 @@ def s3(tmp_path_factory):
                 time.sleep(0.2)
         endpoint = f"http://127.0.0.1:{port}"
         client = boto3.client(
-            "s3", endpoint_url=endpoint, aws_access_key_id=KEY, aws_secret_access_key=KEY,
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id=KEY,
+            aws_secret_access_key=KEY,
             region_name="us-east-1",
         )
         for bucket in ("raw", "out"):
@@ -166,7 +174,7 @@ def _spec_without_paths(data: bytes, input_path: str) -> dict:
         assert provenance.pop("layout_root").rstrip("/") == root
     for item in provenance["rejected"]:
         assert item["path"].startswith(root + "/")
-        item["path"] = item["path"][len(root):]
+        item["path"] = item["path"][len(root) :]
     return spec
 
 
@@ -177,7 +185,8 @@ def _same_dataset(remote: dict[str, bytes], local: Path, remote_input: str) -> N
         if name != "dataset_spec.json":
             assert remote[name] == data, name
     assert _spec_without_paths(remote["dataset_spec.json"], remote_input) == _spec_without_paths(
-        expected["dataset_spec.json"], json.loads(expected["dataset_spec.json"])["provenance"]["input"]
+        expected["dataset_spec.json"],
+        json.loads(expected["dataset_spec.json"])["provenance"]["input"],
     )
 
 
@@ -191,7 +200,9 @@ def test_omniglot_s3_to_s3_is_byte_identical_to_local(s3, omniglot, capsys):
     # A second run is refused without --overwrite, naming the prefix.
     assert convert_cli.main(argv + s3.flags) == 2
     err = capsys.readouterr().err
-    assert "s3://out/omniglot" in err and "--overwrite" in err and len(err.strip().splitlines()) == 1
+    assert (
+        "s3://out/omniglot" in err and "--overwrite" in err and len(err.strip().splitlines()) == 1
+    )
 
 
 def test_zipped_omniglot_from_s3_to_a_local_folder(s3, omniglot, tmp_path):
@@ -217,9 +228,12 @@ class CorruptedMidRunOmniglot(OmniglotSource):
         import boto3
 
         _, kind, path, _ = unit.payload
-        bucket, _, key = path[len("s3://"):].partition("/")
+        bucket, _, key = path[len("s3://") :].partition("/")
         client = boto3.client(
-            "s3", endpoint_url=self.endpoint, aws_access_key_id=KEY, aws_secret_access_key=KEY,
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=KEY,
+            aws_secret_access_key=KEY,
             region_name="us-east-1",
         )
         client.put_object(Bucket=bucket, Key=key, Body=b"not a zip archive any more")
@@ -250,7 +264,14 @@ def test_failed_run_publishes_no_spec_and_keeps_the_old_output(s3, omniglot, tmp
 
 
 def test_bad_remote_input_fails_before_the_pipeline(s3, capsys):
-    argv = ["--source", "omniglot", "--input", "s3://raw/nothing_here", "--output", "s3://out/never"]
+    argv = [
+        "--source",
+        "omniglot",
+        "--input",
+        "s3://raw/nothing_here",
+        "--output",
+        "s3://out/never",
+    ]
     assert convert_cli.main(argv + s3.flags) == 2
     err = capsys.readouterr().err.strip()
     assert "s3://raw/nothing_here" in err and "not found" in err and "\n" not in err
@@ -284,7 +305,9 @@ def test_class_folder_sources_read_s3_input(s3, tmp_path, source_cls, write):
 def test_unfinished_remote_output_is_named_everywhere(s3, omniglot, tmp_path, capsys):
     _, local = omniglot
     for name in ("0.tfrecords", "0.index"):
-        s3.client.put_object(Bucket="out", Key=f"unfinished/{name}", Body=(local / name).read_bytes())
+        s3.client.put_object(
+            Bucket="out", Key=f"unfinished/{name}", Body=(local / name).read_bytes()
+        )
     assert verify_cli.main(["s3://out/unfinished"] + s3.flags) == 1
     out = capsys.readouterr().out
     assert "incomplete" in out and "dataset_spec.json" in out
@@ -293,7 +316,14 @@ def test_unfinished_remote_output_is_named_everywhere(s3, omniglot, tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert "incomplete" in err and "s3://out/unfinished" in err and "\n" not in err
     assert not (tmp_path / "copy").exists()
-    argv = ["--source", "omniglot", "--input", "s3://raw/omniglot", "--output", "s3://out/unfinished"]
+    argv = [
+        "--source",
+        "omniglot",
+        "--input",
+        "s3://raw/omniglot",
+        "--output",
+        "s3://out/unfinished",
+    ]
     assert convert_cli.main(argv + s3.flags) == 2
     assert "unfinished" in capsys.readouterr().err
     # The same for a local folder with records but no spec.
@@ -317,9 +347,10 @@ def test_fetch_brings_back_what_the_reader_reads(s3, omniglot, tmp_path, capsys)
     assert _files(copy) == _files(local)
     assert [p.name for p in tmp_path.iterdir()] == ["copy"]  # no staging folder left
     config = SamplerConfig.fixed(3, 1, 1)
-    with EpisodeReader([str(copy)], "test", config, seed=3) as a, EpisodeReader(
-        [str(local)], "test", config, seed=3
-    ) as b:
+    with (
+        EpisodeReader([str(copy)], "test", config, seed=3) as a,
+        EpisodeReader([str(local)], "test", config, seed=3) as b,
+    ):
         assert (a.episode(0).support_images == b.episode(0).support_images).all()
     # An existing folder is not replaced without --overwrite (the old positional form, which
     # still works, with a note for each positional).
@@ -338,8 +369,24 @@ def test_episode_shards_to_s3_match_local(s3, omniglot, tmp_path):
     from beam_pipelines import episodes as shards_cli
 
     _, local = omniglot
-    argv = ["--dataset", str(local), "--split", "test", "--episodes", "6", "--num-shards", "2",
-            "--mode", "fixed", "--ways", "3", "--shots", "1", "--query", "1"]
+    argv = [
+        "--dataset",
+        str(local),
+        "--split",
+        "test",
+        "--episodes",
+        "6",
+        "--num-shards",
+        "2",
+        "--mode",
+        "fixed",
+        "--ways",
+        "3",
+        "--shots",
+        "1",
+        "--query",
+        "1",
+    ]
     assert shards_cli.main(argv + ["--output", str(tmp_path / "shards")]) == 0
     assert shards_cli.main(argv + ["--output", "s3://out/shards"] + s3.flags) == 0
     assert s3.objects("s3://out/shards") == _files(tmp_path / "shards")

@@ -35,7 +35,9 @@ def tiny_dataset(tmp_path):
         path = tmp_path / f"{c}.tfrecords"
         write_records(str(path), [encode_image_example(_png(10 * c + k), c) for k in range(6)])
         write_index(build_index(path), index_path_for(path))
-    spec = DatasetSpec("tiny", ["a", "b"], [6, 6], {Split.TRAIN: [0], Split.VALID: [], Split.TEST: [1]})
+    spec = DatasetSpec(
+        "tiny", ["a", "b"], [6, 6], {Split.TRAIN: [0], Split.VALID: [], Split.TEST: [1]}
+    )
     spec.save(tmp_path)
     spec.root = tmp_path
     return spec

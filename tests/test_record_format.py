@@ -68,7 +68,9 @@ def test_example_codec_round_trips_and_equals_tensorflow():
         )
     )
     assert decode_example(example.SerializeToString()) == {
-        "image": [b"\x00\xffabc"], "label": [-3, 2**40], "weights": [0.5, -1.25]
+        "image": [b"\x00\xffabc"],
+        "label": [-3, 2**40],
+        "weights": [0.5, -1.25],
     }
     assert decode_example(ours) == decode_example(example.SerializeToString())
     parsed = tf.train.Example.FromString(ours)
@@ -104,7 +106,9 @@ def test_corrupt_record_names_file_class_and_record(tmp_path):
     path.write_bytes(bytes(data))
     reader = RecordReader(tmp_path)
     assert reader.read_payload(3, 1) == payloads[1]
-    with pytest.raises(CorruptRecordError, match=r"3\.tfrecords, class 3, record 2: payload CRC mismatch"):
+    with pytest.raises(
+        CorruptRecordError, match=r"3\.tfrecords, class 3, record 2: payload CRC mismatch"
+    ):
         reader.read_payload(3, 2)
     with pytest.raises(RecordCorruptError, match="record 2"):
         list(iter_records(str(path)))

@@ -46,8 +46,12 @@ def make_spec(name="synthetic", images=None, splits=(60, 10, 10), seed=0) -> Dat
     for split, count in zip((Split.TRAIN, Split.VALID, Split.TEST), splits):
         split_classes[split] = list(range(start, start + count))
         start += count
-    return DatasetSpec(name=name, class_names=[f"{name}_c{i}" for i in range(n)],
-                       images_per_class=list(images), split_classes=split_classes)
+    return DatasetSpec(
+        name=name,
+        class_names=[f"{name}_c{i}" for i in range(n)],
+        images_per_class=list(images),
+        split_classes=split_classes,
+    )
 
 
 def chi_square_uniform(counts: list[int]) -> tuple[float, int]:
@@ -273,8 +277,14 @@ def test_same_episode_in_fresh_process_with_other_hash_seed():
         "print(json.dumps(d.to_json()))\n"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     here = EpisodeSampler(make_spec(), "train", SamplerConfig(), seed=9).episode(123)
     assert json.loads(out) == here.to_json()
 

@@ -35,8 +35,21 @@ def test_pca_png_is_written(tmp_path, atg_split):
     split_path = atg_split.save(tmp_path / "s.json")
     emb_path = emb.save(tmp_path / "e.npz")
     out = tmp_path / "fig" / "pca.png"
-    assert analyze.main(["pca", "--embeddings", str(emb_path), "--split", str(split_path),
-                         str(split_path), "--output", str(out)]) == 0
+    assert (
+        analyze.main(
+            [
+                "pca",
+                "--embeddings",
+                str(emb_path),
+                "--split",
+                str(split_path),
+                str(split_path),
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
@@ -44,8 +57,7 @@ def test_pca_png_is_written(tmp_path, atg_split):
 def test_correlation_recovers_a_planted_relation():
     rng = np.random.default_rng(1)
     train = normalise_rows(rng.normal(size=(40, 5)))
-    tasks = [normalise_rows(rng.normal(loc=shift, size=(5, 5)))
-             for shift in np.linspace(0, 2, 12)]
+    tasks = [normalise_rows(rng.normal(loc=shift, size=(5, 5))) for shift in np.linspace(0, 2, 12)]
     truth = np.array([task_divergence(train, t, "symmetric_kl") for t in tasks])
     accuracies = 0.9 - 0.01 * truth
     result = divergence_accuracy_correlation(train, tasks, accuracies)
@@ -91,8 +103,10 @@ def test_hop_cli_with_a_parent_map(tmp_path, capsys):
     path = emb.save(tmp_path / "e.npz")
     dag = {name: ["root"] for name in emb.class_names}
     (tmp_path / "dag.json").write_text(json.dumps(dag))
-    assert analyze.main(["hop", "--embeddings", str(path), "--parents",
-                         str(tmp_path / "dag.json")]) == 0
+    assert (
+        analyze.main(["hop", "--embeddings", str(path), "--parents", str(tmp_path / "dag.json")])
+        == 0
+    )
     assert "hop distance:" in capsys.readouterr().out
 
 

@@ -8,8 +8,14 @@ from episodes.records.split_file import SplitFile, SplitFileError
 
 
 def _split(**kw):
-    base = dict(dataset="toy", method="random", train=["a", "b", "c"], valid=["d"], test=["e"],
-                parameters={"seed": 3})
+    base = dict(
+        dataset="toy",
+        method="random",
+        train=["a", "b", "c"],
+        valid=["d"],
+        test=["e"],
+        parameters={"seed": 3},
+    )
     base.update(kw)
     return SplitFile(**base)
 
@@ -67,9 +73,13 @@ def test_resolve_maps_names_to_spec_ids_and_names_unknown_classes():
 
 
 def test_index_tables_resolve_through_class_names():
-    split = SplitFile(dataset="t", method="published",
-                      class_indices={"train": [2, 0], "valid": [1], "test": [3]},
-                      index_convention="toy", num_classes=4)
+    split = SplitFile(
+        dataset="t",
+        method="published",
+        class_indices={"train": [2, 0], "valid": [1], "test": [3]},
+        index_convention="toy",
+        num_classes=4,
+    )
     assert split.sizes() == {"train": 2, "valid": 1, "test": 1}
     with pytest.raises(SplitFileError, match="with_class_names"):
         split.resolve(["w", "x", "y", "z"])
@@ -82,11 +92,18 @@ def test_index_tables_resolve_through_class_names():
 
 def test_index_tables_are_validated():
     with pytest.raises(SplitFileError, match="outside"):
-        SplitFile(dataset="t", method="published", num_classes=3,
-                  class_indices={"train": [0, 3], "valid": [1], "test": [2]})
+        SplitFile(
+            dataset="t",
+            method="published",
+            num_classes=3,
+            class_indices={"train": [0, 3], "valid": [1], "test": [2]},
+        )
     with pytest.raises(SplitFileError, match="in both"):
-        SplitFile(dataset="t", method="published",
-                  class_indices={"train": [0, 1], "valid": [1], "test": [2]})
+        SplitFile(
+            dataset="t",
+            method="published",
+            class_indices={"train": [0, 1], "valid": [1], "test": [2]},
+        )
 
 
 def test_a_split_method_added_later_is_a_valid_method():

@@ -111,20 +111,29 @@ def test_fc100_file_is_superclass_pure():
 
 @needs_reference
 def test_meta_dataset_files_match_reference(tmp_path):
-    assert published_meta_dataset.main(["--reference", str(REFERENCE),
-                                        "--out-dir", str(tmp_path)]) == 0
+    assert (
+        published_meta_dataset.main(["--reference", str(REFERENCE), "--out-dir", str(tmp_path)])
+        == 0
+    )
     for path in sorted(tmp_path.glob("*.json")):
         assert path.read_bytes() == (PUBLISHED_DIR / "meta_dataset" / path.name).read_bytes()
-    sizes = {n: _sizes(load_published(f"meta_dataset/{n}"))
-             for n in ("aircraft", "ilsvrc_2012", "omniglot", "mscoco", "vgg_flower")}
-    assert sizes == {"aircraft": (70, 15, 15), "ilsvrc_2012": (712, 158, 130),
-                     "omniglot": (883, 81, 659), "mscoco": (0, 40, 40),
-                     "vgg_flower": (71, 15, 16)}
+    sizes = {
+        n: _sizes(load_published(f"meta_dataset/{n}"))
+        for n in ("aircraft", "ilsvrc_2012", "omniglot", "mscoco", "vgg_flower")
+    }
+    assert sizes == {
+        "aircraft": (70, 15, 15),
+        "ilsvrc_2012": (712, 158, 130),
+        "omniglot": (883, 81, 659),
+        "mscoco": (0, 40, 40),
+        "vgg_flower": (71, 15, 16),
+    }
     for flat in sorted((REFERENCE / "splits").glob("*_splits.json")):
         ref = json.loads(flat.read_text())
         ours = load_published("meta_dataset/" + flat.name.removesuffix("_splits.json"))
         assert {s: ours.classes(s) for s in ("train", "valid", "test")} == {
-            s: ref[s] for s in ("train", "valid", "test")}
+            s: ref[s] for s in ("train", "valid", "test")
+        }
         assert ours.source.endswith(flat.name)
 
 

@@ -36,16 +36,55 @@ def test_random_split_rejects_bad_fractions_and_too_few_classes():
 def test_random_cli_reads_a_reference_spec(tmp_path, capsys, reference_data):
     spec = reference_data / "dataset_specs" / "omniglot_dataset_spec.json"
     out = tmp_path / "split.json"
-    assert make.main(["--method", "random", "--dataset", str(spec), "--fractions", "0.7", "0.15",
-                      "0.15", "--seed", "0", "--output", str(out)]) == 0
+    assert (
+        make.main(
+            [
+                "--method",
+                "random",
+                "--dataset",
+                str(spec),
+                "--fractions",
+                "0.7",
+                "0.15",
+                "0.15",
+                "--seed",
+                "0",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     split = SplitFile.load(out)
     assert split.dataset == "omniglot"  # the spec's name, not the file stem
     assert split.sizes() == {"train": 1137, "valid": 243, "test": 243}
-    assert make.main(["--method", "random", "--class-names", str(tmp_path / "none.json"),
-                      "--output", str(tmp_path / "other.json")]) == 2
+    assert (
+        make.main(
+            [
+                "--method",
+                "random",
+                "--class-names",
+                str(tmp_path / "none.json"),
+                "--output",
+                str(tmp_path / "other.json"),
+            ]
+        )
+        == 2
+    )
     assert "none.json does not exist" in capsys.readouterr().err
-    assert make.main(["--method", "random", "--dataset", str(tmp_path / "none.json"),
-                      "--output", str(tmp_path / "other.json")]) == 2
+    assert (
+        make.main(
+            [
+                "--method",
+                "random",
+                "--dataset",
+                str(tmp_path / "none.json"),
+                "--output",
+                str(tmp_path / "other.json"),
+            ]
+        )
+        == 2
+    )
     assert "none.json: no dataset spec found" in capsys.readouterr().err
     assert not (tmp_path / "other.json").exists()
 
@@ -54,8 +93,9 @@ MAPPING = {f"{s}_{k}": s for s in "ABCDEFGHIJ" for k in range(3)}
 
 
 def test_superclass_split_given_assignment():
-    split = superclass_split(MAPPING, assignment={"train": list("ABCDEF"), "valid": ["G", "H"],
-                                                  "test": ["I", "J"]})
+    split = superclass_split(
+        MAPPING, assignment={"train": list("ABCDEF"), "valid": ["G", "H"], "test": ["I", "J"]}
+    )
     assert split.sizes() == {"train": 18, "valid": 6, "test": 6}
     assert all(c.split("_")[0] in "IJ" for c in split.test)
 
@@ -75,12 +115,15 @@ def test_superclass_split_seeded_and_ordered():
 @pytest.mark.parametrize(
     "kw, message",
     [
-        (dict(assignment={"train": list("ABCDEFGH"), "valid": ["I"], "test": ["I", "J"]}),
-         "more than one split"),
-        (dict(assignment={"train": list("ABCDEFGH"), "valid": ["I"], "test": ["Z"]}),
-         "unknown superclasses"),
-        (dict(assignment={"train": list("ABCDEFGH"), "valid": ["I"], "test": []}),
-         "not assigned"),
+        (
+            dict(assignment={"train": list("ABCDEFGH"), "valid": ["I"], "test": ["I", "J"]}),
+            "more than one split",
+        ),
+        (
+            dict(assignment={"train": list("ABCDEFGH"), "valid": ["I"], "test": ["Z"]}),
+            "unknown superclasses",
+        ),
+        (dict(assignment={"train": list("ABCDEFGH"), "valid": ["I"], "test": []}), "not assigned"),
         (dict(counts=(6, 2, 3), seed=0), "sum to 11 but there are 10"),
         (dict(counts=(6, 2, 2)), "need either a seed or a superclass_order"),
     ],
@@ -91,9 +134,15 @@ def test_superclass_split_errors(kw, message):
 
 
 DAG = {
-    "animal": ["entity"], "device": ["entity"], "carnivore": ["animal"],
-    "dog": ["carnivore"], "cat": ["carnivore"], "cow": ["animal"],
-    "phone": ["device"], "robot_dog": ["device", "animal"], "rock": ["entity"],
+    "animal": ["entity"],
+    "device": ["entity"],
+    "carnivore": ["animal"],
+    "dog": ["carnivore"],
+    "cat": ["carnivore"],
+    "cow": ["animal"],
+    "phone": ["device"],
+    "robot_dog": ["device", "animal"],
+    "rock": ["entity"],
 }
 
 
@@ -114,19 +163,69 @@ def test_dag_split_errors():
 
 def test_semantic_cli_fc100_and_dag(tmp_path):
     out = tmp_path / "fc100.json"
-    assert make.main(["--method", "semantic", "--kind", "superclass", "--hierarchy",
-                      "builtin:cifar100", "--preset", "fc100", "--dataset-name", "cifar100",
-                      "--output", str(out)]) == 0
+    assert (
+        make.main(
+            [
+                "--method",
+                "semantic",
+                "--kind",
+                "superclass",
+                "--hierarchy",
+                "builtin:cifar100",
+                "--preset",
+                "fc100",
+                "--dataset-name",
+                "cifar100",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert SplitFile.load(out).sizes() == {"train": 60, "valid": 20, "test": 20}
     dag = tmp_path / "dag.json"
     dag.write_text(json.dumps({"parents": DAG}))
     out2 = tmp_path / "dag_split.json"
-    assert make.main(["--method", "semantic", "--kind", "dag", "--hierarchy", str(dag),
-                      "--valid-roots", "carnivore", "--test-roots", "device",
-                      "--output", str(out2)]) == 0
+    assert (
+        make.main(
+            [
+                "--method",
+                "semantic",
+                "--kind",
+                "dag",
+                "--hierarchy",
+                str(dag),
+                "--valid-roots",
+                "carnivore",
+                "--test-roots",
+                "device",
+                "--output",
+                str(out2),
+            ]
+        )
+        == 0
+    )
     assert SplitFile.load(out2).valid == ["dog", "cat"]
     seeded = tmp_path / "seeded.json"
-    assert make.main(["--method", "semantic", "--kind", "superclass", "--hierarchy",
-                      "builtin:cifar100", "--counts", "12", "4", "4", "--seed", "3",
-                      "--output", str(seeded)]) == 0
+    assert (
+        make.main(
+            [
+                "--method",
+                "semantic",
+                "--kind",
+                "superclass",
+                "--hierarchy",
+                "builtin:cifar100",
+                "--counts",
+                "12",
+                "4",
+                "4",
+                "--seed",
+                "3",
+                "--output",
+                str(seeded),
+            ]
+        )
+        == 0
+    )
     assert SplitFile.load(seeded).sizes() == {"train": 60, "valid": 20, "test": 20}

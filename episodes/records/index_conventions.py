@@ -50,15 +50,15 @@ EMNIST_BYCLASS_NAMES: list[str] = list(
 
 CONVENTIONS: dict[str, str] = {
     "cifar100_fine": "CIFAR-100 fine label index (torchvision CIFAR100 targets; the 100 fine "
-                     "names in alphabetical order)",
+    "names in alphabetical order)",
     "mini_imagenet_l2l": "mini-ImageNet class index 0-99 as implemented in learn2learn "
-                         "(ATG paper App. A.6); the paper does not print the names",
+    "(ATG paper App. A.6); the paper does not print the names",
     "emnist_byclass": "EMNIST byclass label index (torchvision EMNIST split='byclass': "
-                      "0-9, A-Z, a-z)",
+    "0-9, A-Z, a-z)",
     "lfw10_sklearn": "LFW people with at least 10 images, scikit-learn fetch_lfw_people("
-                     "min_faces_per_person=10) target index (target_names order)",
+    "min_faces_per_person=10) target index (target_names order)",
     "tiered_imagenet_l2l": "tiered-ImageNet class index 0-607 as implemented in learn2learn "
-                           "(ATG paper App. A.6); the paper does not print the names",
+    "(ATG paper App. A.6); the paper does not print the names",
 }
 
 _KNOWN_NAMES: dict[str, list[str]] = {

@@ -49,7 +49,12 @@ def filesystem_flags() -> frozenset[str]:
     from apache_beam.options import pipeline_options as po
 
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    for options in (po.S3Options, po.GoogleCloudOptions, po.AzureOptions, po.HadoopFileSystemOptions):
+    for options in (
+        po.S3Options,
+        po.GoogleCloudOptions,
+        po.AzureOptions,
+        po.HadoopFileSystemOptions,
+    ):
         options._add_argparse_args(parser)
     return frozenset(flag for action in parser._actions for flag in action.option_strings)
 
@@ -79,7 +84,7 @@ def list_objects(url: str) -> dict[str, int]:
     except Exception as exc:  # Beam wraps the store's own errors in BeamIOError
         raise OSError(errno.EIO, f"cannot list objects ({_reason(exc)})", url) from None
     return {
-        m.path[len(base):]: int(m.size_in_bytes)
+        m.path[len(base) :]: int(m.size_in_bytes)
         for m in result.metadata_list
         if m.path.startswith(base) and not m.path.endswith("/")
     }
@@ -94,8 +99,14 @@ def _reason(exc: BaseException) -> str:
 
 _S3IO_CACHE: dict[tuple, Any] = {}
 _S3_FIELDS = (
-    "s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key", "s3_session_token",
-    "s3_region_name", "s3_api_version", "s3_verify", "s3_disable_ssl",
+    "s3_endpoint_url",
+    "s3_access_key_id",
+    "s3_secret_access_key",
+    "s3_session_token",
+    "s3_region_name",
+    "s3_api_version",
+    "s3_verify",
+    "s3_disable_ssl",
 )
 
 
@@ -324,7 +335,9 @@ def publish_staged(staging: str, url: str, marker: str) -> list[str]:
     copied = list_objects(url)
     wrong = [n for n in names if copied.get(n) != staged[n]]
     if wrong:
-        raise OSError(errno.EIO, f"copied objects differ in size from the staged ones: {wrong[:3]}", url)
+        raise OSError(
+            errno.EIO, f"copied objects differ in size from the staged ones: {wrong[:3]}", url
+        )
     FileSystems.copy([join(staging, marker)], [join(url, marker)])
     discard_prefix(staging)
     return names + [marker]

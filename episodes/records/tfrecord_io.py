@@ -93,7 +93,9 @@ def iter_frames(stream: BinaryIO, where: str = "file") -> Iterator[tuple[int, by
         (length,) = _LEN.unpack(header[:8])
         (length_crc,) = _CRC.unpack(header[8:])
         if masked_crc32c(header[:8]) != length_crc:
-            raise RecordCorruptError(f"{where}: record {index} at byte {offset}: length CRC mismatch")
+            raise RecordCorruptError(
+                f"{where}: record {index} at byte {offset}: length CRC mismatch"
+            )
         body = stream.read(length + FOOTER_SIZE)
         if len(body) < length + FOOTER_SIZE:
             raise RecordCorruptError(f"{where}: record {index} at byte {offset}: truncated payload")

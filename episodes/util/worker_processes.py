@@ -21,9 +21,7 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
-_BOOTSTRAP = (
-    "import sys; sys.path[:] = {path!r}; from episodes.util.worker_processes import serve; serve({fd})"
-)
+_BOOTSTRAP = "import sys; sys.path[:] = {path!r}; from episodes.util.worker_processes import serve; serve({fd})"
 
 
 def serve(fd: int) -> None:
