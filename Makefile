@@ -36,6 +36,7 @@ lint: venv
 
 test: venv system-deps
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q tests
 
 RUNS   := $(DATA)/runs
