@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import apache_beam as beam
-import numpy as np
 
 from beam_pipelines.old_positional import parse_with_one_dataset
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
@@ -46,6 +45,7 @@ from episodes.util.cli_style import (
     add_dataset_argument,
     command_parser,
 )
+from episodes.util.npy_maps import open_npy_map
 
 SUM_SUFFIX = ".npy.sum"  # per-class entry the workers leave for the driver's manifest
 
@@ -120,7 +120,7 @@ def class_entries(staging: Path, num_classes: int) -> list[ClassArray]:
         if not path.exists() or not summary.exists():
             raise DecodedCacheError(f"{path}: class {class_id} was not written by the pipeline")
         entry = ClassArray(**json.loads(summary.read_text()))
-        images = int(np.load(path, mmap_mode="r").shape[0])
+        images = int(open_npy_map(path).shape[0])
         if (images, path.stat().st_size) != (entry.images, entry.nbytes):
             raise DecodedCacheError(f"{path}: differs from what the pipeline wrote")
         entries.append(entry)

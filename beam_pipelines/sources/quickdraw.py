@@ -22,6 +22,7 @@ from beam_pipelines.sources.base import LayoutError, RawItem, WorkUnit
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
 from beam_pipelines.sources.published_splits import ListedSplitConfig
 from beam_pipelines.sources.source_config import option
+from episodes.util.npy_maps import npy_header, open_npy_map
 
 WRAPPERS = ("numpy_bitmap", "full/numpy_bitmap")
 DEFAULT_CHUNK_ROWS = 10_000
@@ -30,13 +31,7 @@ DEFAULT_CHUNK_ROWS = 10_000
 def npy_rows(path: Path) -> tuple[int, int]:
     """(rows, image side) of a Quick Draw .npy file, from its header; ValueError if the file is
     not an N x side^2 uint8/bool array or is shorter than its header says."""
-    with path.open("rb") as handle:
-        version = np.lib.format.read_magic(handle)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
-        else:
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
-        offset = handle.tell()
+    shape, fortran, dtype, offset = npy_header(path)
     if len(shape) != 2 or fortran or dtype not in (np.dtype(np.uint8), np.dtype(bool)):
         raise ValueError(f"array of shape {shape}, dtype {dtype}; expected N x 784 uint8")
     side = math.isqrt(shape[1])
@@ -110,7 +105,7 @@ class QuickDrawSource(ListedSplitSource):
             yield RawItem(class_name, "", path, error=f"unreadable .npy: {error}")
             return
         try:
-            rows = np.load(path, mmap_mode="r")[start:stop]
+            rows = open_npy_map(path)[start:stop]
         except (ValueError, OSError) as exc:
             yield RawItem(class_name, f"{start:09d}", path, error=f"unreadable .npy: {exc}")
             return

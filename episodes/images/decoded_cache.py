@@ -29,6 +29,7 @@ from episodes.records.dataset_spec import DatasetSpec
 from episodes.records.record_reader import CorruptRecordError, RecordReader
 from episodes.util.atomic_files import atomic_path, replace_folder, staging_folder
 from episodes.util.json_files import read_json_object
+from episodes.util.npy_maps import open_npy_map
 
 CACHE_FORMAT = "fewshot-tasksets.decoded_cache/2"  # /2: resize mode, array sizes, SHA-256s
 MANIFEST = "manifest.json"
@@ -271,7 +272,7 @@ def verify_cache(folder: str | os.PathLike, spec: DatasetSpec) -> list[str]:
         if file_sha256(path) != digest:
             problems.append(f"decoded cache: {path}: SHA-256 differs from the manifest")
             continue
-        shape = np.load(path, mmap_mode="r", allow_pickle=False).shape
+        shape = open_npy_map(path).shape
         if shape != (count, side, side, 3):
             problems.append(f"decoded cache: {path}: shape {shape}, manifest says {count} images")
     return problems
@@ -330,7 +331,7 @@ class DecodedCache:
                 return arr
         path = self.folder / f"{class_id}.npy"
         try:
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            arr = open_npy_map(path)
         except (OSError, ValueError) as exc:
             raise DecodedCacheError(f"{path}: cannot read decoded class array ({exc})") from exc
         expected = (self.counts[class_id], self.size, self.size, 3)
