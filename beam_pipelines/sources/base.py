@@ -21,6 +21,7 @@ import numpy as np
 
 from beam_pipelines.image_codec import ImageOptions
 from beam_pipelines.pixel_conventions import META_DATASET, REFERENCE_JPEG_QUALITY, pixel_convention
+from beam_pipelines.sources.raw_downloads import RawDownload
 from beam_pipelines.sources.source_config import SourceConfig
 from episodes.records.dataset_spec import DagHierarchy, Split
 from splits.split_sizes import split_by_fractions as cut_by_fractions
@@ -117,6 +118,9 @@ class Source(abc.ABC):
     # Sub-folders of a `convert --all` root that may hold this source's raw data, first found
     # wins; () means the source's own name, None a source that reads no folder (tfds).
     raw_folders: ClassVar[tuple[str, ...] | None] = ()
+    # The raw files `python -m beam_pipelines.download` fetches (or says to obtain by hand) into
+    # the folder `plan()` reads (beam_pipelines.sources.raw_downloads); () fetches nothing.
+    downloads: ClassVar[tuple[RawDownload, ...]] = ()
 
     # The typed options of this source (beam_pipelines.sources.source_config), its flags.
     config_class: ClassVar[type[SourceConfig]] = SourceConfig

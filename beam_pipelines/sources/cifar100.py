@@ -47,6 +47,7 @@ from beam_pipelines.sources.fraction_split import (
     fraction_rule,
     fraction_splits,
 )
+from beam_pipelines.sources.raw_downloads import Published
 from beam_pipelines.sources.source_config import option
 from episodes.records.dataset_spec import Split
 
@@ -200,6 +201,20 @@ class Cifar100Source(Source):
     default_mode = "RGB"
 
     config_class = Cifar100Config
+    # TFDS registers only cifar-100-binary.tar.gz, which this source does not read. The python
+    # archive's size and SHA-256 are those pinned by Keras (keras/datasets/cifar100.py,
+    # `file_hash`) and torchvision's prototype datasets; the publisher gives its MD5
+    # (eb9058c3a382ffc7106e4002c42a8d85, on https://www.cs.toronto.edu/~kriz/cifar.html).
+    downloads = (
+        Published(
+            url=f"https://www.cs.toronto.edu/~kriz/{ARCHIVE}",
+            file_name=ARCHIVE,
+            origin="Keras cifar100 file_hash; MD5 from the publisher's page",
+            size=169_001_437,
+            sha256="85cd44d02ba6437773c5bbd22e183051d648de2e7d6b014e1ef29b855ba677a7",
+            md5="eb9058c3a382ffc7106e4002c42a8d85",
+        ),
+    )
 
     def _locate(self, input_path: Path) -> tuple[str, Path]:
         require_input(input_path, f"a folder holding {self.layout}")

@@ -7,6 +7,7 @@ Full images are used, not cropped to the provided boxes (Meta-Dataset appendix, 
 from __future__ import annotations
 
 from beam_pipelines.sources.listed_split_source import ClassFolderSource
+from beam_pipelines.sources.raw_downloads import TfdsRegistered
 
 
 class CUBirdsSource(ClassFolderSource):
@@ -15,3 +16,5 @@ class CUBirdsSource(ClassFolderSource):
     layout = "CUB_200_2011/images/<NNN.Species_name>/*.jpg"
     wrappers = ("CUB_200_2011",)
     dataset_title = "CUB-200-2011"
+    # TFDS's caltech_birds2011 (its first registered URL for the file: data.caltech.edu).
+    downloads = (TfdsRegistered("caltech_birds2011", "CUB_200_2011.tgz", extract=True),)

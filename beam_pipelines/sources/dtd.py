@@ -7,6 +7,7 @@ Classes are the category folders (e.g. `chequered`). Hidden files (the real arch
 from __future__ import annotations
 
 from beam_pipelines.sources.listed_split_source import ClassFolderSource
+from beam_pipelines.sources.raw_downloads import TfdsRegistered
 
 
 class DTDSource(ClassFolderSource):
@@ -14,3 +15,4 @@ class DTDSource(ClassFolderSource):
     layout = "dtd/images/<category>/*.jpg"
     wrappers = ("dtd",)
     dataset_title = "Describable Textures"
+    downloads = (TfdsRegistered("dtd", "dtd-r1.0.1.tar.gz", extract=True),)  # -> dtd/images/

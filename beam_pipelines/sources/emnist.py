@@ -60,6 +60,7 @@ from beam_pipelines.sources.fraction_split import (
     fraction_rule,
     fraction_splits,
 )
+from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import ConfigError, option
 from episodes.records.dataset_spec import Split
 
@@ -232,6 +233,7 @@ class EmnistConfig(FractionSplitConfig):
 
 class EmnistSource(Source):
     name = "emnist"
+    downloads = (TfdsRegistered("emnist", "gzip.zip"),)  # read as the zip it is
     layout = (
         "gzip.zip, gzip/ or loose emnist-<split>-{train,test}-{images-idx3,labels-idx1}-ubyte.gz "
         "(+ emnist-<split>-mapping.txt)"

@@ -14,6 +14,7 @@ from pathlib import Path
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.image_file_units import FileEntry, file_units, find_layout_root
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
+from beam_pipelines.sources.raw_downloads import Published
 from episodes.util.json_files import read_json_object
 
 PARTS = ("train.json", "val.json")
@@ -38,6 +39,25 @@ def category_class_name(category: dict) -> str:
 class FungiSource(ListedSplitSource):
     name = "fungi"
     layout = "images/<folder>/*.JPG with train.json and val.json (COCO-style)"
+    # Not registered by TFDS. URLs and MD5s from the challenge's README
+    # (visipedia/fgvcx_fungi_comp, "Data"); Meta-Dataset's conversion notes point at the same
+    # two archives. No SHA-256 or exact size is published. Extracted: images/, train.json, val.json.
+    downloads = (
+        Published(
+            url="https://labs.gbif.org/fgvcx/2018/fungi_train_val.tgz",
+            file_name="fungi_train_val.tgz",
+            origin="MD5 from visipedia/fgvcx_fungi_comp README",
+            md5="df2b2980835668ed1d9a0e286e4bdadd",
+            extract=True,
+        ),
+        Published(
+            url="https://labs.gbif.org/fgvcx/2018/train_val_annotations.tgz",
+            file_name="train_val_annotations.tgz",
+            origin="MD5 from visipedia/fgvcx_fungi_comp README",
+            md5="c3c0f1b8a8d0b60619c43d9c89bdbc7e",
+            extract=True,
+        ),
+    )
 
     def scan(self, input_path: Path) -> LayoutScan:
         root = find_layout_root(input_path, PARTS[0], WRAPPERS)

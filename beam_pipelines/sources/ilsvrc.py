@@ -45,6 +45,7 @@ from beam_pipelines.sources.base import (
     Source,
     WorkUnit,
 )
+from beam_pipelines.sources.raw_downloads import ObtainByHand
 from beam_pipelines.sources.source_config import ConfigError, SourceConfig, option
 from episodes.hierarchy.imagenet_dag import (
     TEST_ROOT,
@@ -215,6 +216,14 @@ class IlsvrcSource(Source):
     name = "ilsvrc_2012"
     raw_folders = ("ILSVRC2012_train", "ilsvrc_2012")
     layout = EXPECTED
+    # Behind image-net.org's login; the size comes from TFDS's imagenet2012 registration.
+    downloads = (
+        ObtainByHand(
+            TRAIN_TAR,
+            "https://image-net.org/download-images.php (log in; ILSVRC2012 training images)",
+            tfds="imagenet2012",
+        ),
+    )
     default_image_format = "jpeg"
     default_mode = "RGB"
     meta_dataset_pixels = True

@@ -57,6 +57,7 @@ from beam_pipelines.sources.fraction_split import (
     fraction_rule,
     fraction_splits,
 )
+from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import option
 from episodes.records.dataset_spec import Split
 
@@ -145,6 +146,7 @@ class LfwSource(Source):
     )
     default_image_format = "jpeg"
     default_mode = "RGB"
+    downloads = (TfdsRegistered("lfw", "lfw.tgz"),)  # TFDS's lfw/checksums.tsv; read as is
 
     config_class = LfwConfig
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from beam_pipelines.sources.base import LayoutError, RawItem, WorkUnit
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
 from beam_pipelines.sources.published_splits import ListedSplitConfig
+from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import option
 from episodes.util.json_files import read_json_object
 
@@ -64,6 +65,10 @@ class MSCOCOSource(ListedSplitSource):
     layout = "train2017/*.jpg and annotations/instances_train2017.json"
     split_fractions = (0.0, 0.5, 0.5)
     config_class = MSCOCOConfig
+    downloads = (  # TFDS's coco registration; extracted to train2017/ and annotations/
+        TfdsRegistered("coco", "train2017.zip", extract=True),
+        TfdsRegistered("coco", "annotations_trainval2017.zip", extract=True),
+    )
 
     def _locate(self, input_path: Path) -> tuple[Path, Path]:
         for root in (input_path, *(input_path / w for w in WRAPPERS)):

@@ -28,6 +28,7 @@ from beam_pipelines.sources.base import (
     require_dir,
 )
 from beam_pipelines.sources.folder_entries import Skipped, list_entries
+from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import SourceConfig, option
 from episodes.records.dataset_spec import Split
 from episodes.records.storage_paths import ObjectPath, input_location, open_binary, read_bytes
@@ -95,6 +96,11 @@ class OmniglotSource(Source):
     meta_dataset_pixels = True
     reference_inverts = True  # the reference stores white strokes on black
     remote_input = True  # listed and read through episodes.records.storage_paths
+    # The two zips as TFDS registers them (convert reads the zips as they are).
+    downloads = (
+        TfdsRegistered("omniglot", "images_background.zip"),
+        TfdsRegistered("omniglot", "images_evaluation.zip"),
+    )
 
     config_class = OmniglotConfig
 

@@ -21,6 +21,7 @@ import numpy as np
 from beam_pipelines.sources.base import LayoutError, RawItem, WorkUnit
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
 from beam_pipelines.sources.published_splits import ListedSplitConfig
+from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import option
 from episodes.util.npy_maps import npy_header, open_npy_map
 
@@ -60,6 +61,8 @@ class QuickDrawSource(ListedSplitSource):
     default_image_format = "png"
     default_mode = "L"
     config_class = QuickDrawConfig
+    # Every <category>.npy TFDS's quickdraw_bitmap/checksums.tsv registers (345 files).
+    downloads = (TfdsRegistered("quickdraw_bitmap", "*.npy"),)
 
     def scan(self, input_path: Path) -> LayoutScan:
         root = next(

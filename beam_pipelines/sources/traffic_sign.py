@@ -16,6 +16,7 @@ from pathlib import Path
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.listed_split_source import ClassFolderSource
 from beam_pipelines.sources.published_splits import read_label_list
+from beam_pipelines.sources.raw_downloads import Published
 
 
 class TrafficSignSource(ClassFolderSource):
@@ -27,6 +28,20 @@ class TrafficSignSource(ClassFolderSource):
     dataset_title = "GTSRB"
     split_fractions = (0.0, 0.0, 1.0)
     default_image_format = "jpeg"
+    # Not registered by TFDS. The URL is the benchmark's archive (linked from
+    # https://benchmark.ini.rub.de/gtsrb_dataset.html); the MD5 is the one torchvision-style
+    # dataset loaders pin for it (e.g. the GTSRB resources lists of several public loaders);
+    # no SHA-256 or size is published. The zip holds GTSRB/Final_Training/Images/.
+    downloads = (
+        Published(
+            url="https://sid.erda.dk/public/archives/daaeac0d7ce1152aea9b61d9f1e19370/"
+            "GTSRB_Final_Training_Images.zip",
+            file_name="GTSRB_Final_Training_Images.zip",
+            origin="MD5 pinned by public GTSRB loaders; no SHA-256 published",
+            md5="f33fd80ac59bff73c82d25ab499e03a3",
+            extract=True,
+        ),
+    )
 
     @cached_property
     def labels(self) -> list[str]:

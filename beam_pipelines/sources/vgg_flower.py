@@ -16,6 +16,7 @@ from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.image_file_units import FileEntry, file_units, find_layout_root
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
 from beam_pipelines.sources.published_splits import read_label_list
+from beam_pipelines.sources.raw_downloads import TfdsRegistered
 
 WRAPPERS = ("102flowers", "vgg_flower")
 
@@ -39,6 +40,10 @@ def read_image_labels(path: Path) -> np.ndarray:
 class VggFlowerSource(ListedSplitSource):
     name = "vgg_flower"
     layout = "jpg/image_NNNNN.jpg and imagelabels.mat"
+    downloads = (  # TFDS's oxford_flowers102/checksums.tsv; the tgz holds jpg/
+        TfdsRegistered("oxford_flowers102", "102flowers.tgz", extract=True),
+        TfdsRegistered("oxford_flowers102", "imagelabels.mat"),
+    )
 
     def scan(self, input_path: Path) -> LayoutScan:
         root = find_layout_root(input_path, "imagelabels.mat", WRAPPERS)
