@@ -16,6 +16,7 @@ import sys
 from beam_pipelines import convert_all
 from beam_pipelines.conversion import convert
 from beam_pipelines.convert_options import add_source_arguments, conversion_parser
+from beam_pipelines.download import download_for_convert
 from beam_pipelines.runner_options import make_runner
 from beam_pipelines.sources import SOURCES, get_source_class
 from episodes.util.cli_errors import run_main, user_faults
@@ -29,6 +30,11 @@ def build_parser(source: str | None = None) -> CommandParser:
         "beam_pipelines.convert",
         "Convert a raw image dataset into per-class TFRecords with Apache Beam.",
     )
+    parser.add_argument(
+        "--download",
+        action="store_true",
+        help="first fetch the source's raw files into --input (python -m beam_pipelines.download)",
+    )
     if source:
         add_source_arguments(parser, [get_source_class(source)])
     return parser
@@ -41,6 +47,8 @@ def chosen_command(argv: list[str]) -> argparse.Namespace:
     pre.add_argument("--source")
     pre.add_argument("--all", action="store_true")
     pre.add_argument("--list-sources", action="store_true")
+    pre.add_argument("--download", action="store_true")
+    pre.add_argument("--input")
     return pre.parse_known_args(argv)[0]
 
 
@@ -62,6 +70,9 @@ def list_sources() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = chosen_command(argv)
+    if chosen.download:  # fill --input first, then convert as usual
+        download_for_convert(chosen.source, chosen.all, chosen.input)
+        argv = [a for a in argv if a != "--download"]
     if chosen.all:
         return convert_all.main(argv)
     parser = build_parser(chosen.source)

@@ -56,7 +56,7 @@ from beam_pipelines.sources.source_config import (
     option,
 )
 from episodes.util.atomic_files import write_text_atomically
-from episodes.util.cli_errors import EXIT_USAGE, run_main, user_faults
+from episodes.util.cli_errors import EXIT_USAGE, UserError, run_main, user_faults
 from episodes.util.cli_style import CommandParser, command_parser
 from episodes.util.progress_lines import ProgressLines
 
@@ -81,6 +81,9 @@ class DownloadConfig:
     )
     timeout_s: float = option(60.0, "seconds without data before a try fails", minimum=0.01)
     retries: int = option(5, "tries after the first on a network fault", minimum=0)
+    backoff_s: float = option(
+        1.0, "seconds before the first retry, doubled for each next one (at most 60)", minimum=0
+    )
 
     def __post_init__(self) -> None:
         kinds = field_kinds(type(self))
@@ -103,7 +106,9 @@ class DownloadConfig:
         )
 
     def fetch_options(self) -> FetchOptions:
-        return FetchOptions(timeout_s=self.timeout_s, retries=self.retries)
+        return FetchOptions(
+            timeout_s=self.timeout_s, retries=self.retries, backoff_s=self.backoff_s
+        )
 
 
 def file_url(remote: RemoteFile, mirror: str | None) -> str:
@@ -426,6 +431,28 @@ def build_parser() -> CommandParser:
     parser.add_argument("--output", help="raw folder to download into (convert's --input)")
     add_config_arguments(parser.add_argument_group("download options"), DownloadConfig)
     return parser
+
+
+def download_for_convert(source: str | None, every: bool, raw: str | None) -> None:
+    """`convert --download`: fetch what `convert` is about to read into its --input folder with
+    the default options; a fault is one UserError line (a by-hand file of the one source asked
+    for included), by-hand files of `--all` are named on stderr and their sources skipped."""
+    if not raw or not (source or every):
+        raise UserError("--download needs --input RAW (the folder to fill) and --source or --all")
+    try:
+        outcome = run_downloads(
+            targets([source] if source else [], every, Path(raw)), Path(raw), DownloadConfig()
+        )
+    except DownloadError as exc:
+        raise UserError(str(exc)) from None
+    for line in outcome.done:
+        print(line)
+    for line in outcome.by_hand:
+        print(line, file=sys.stderr)
+    if outcome.failed or (outcome.by_hand and not every):
+        for line in outcome.failed[:-1]:
+            print(f"error: {line}", file=sys.stderr)
+        raise UserError((outcome.failed or outcome.by_hand)[-1])
 
 
 def interrupted_line() -> str:

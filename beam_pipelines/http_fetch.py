@@ -153,7 +153,7 @@ def _one_try(url: str, part: Path, expected: Expected, options: FetchOptions, la
             handle.truncate()
             received = 0
             while True:
-                data = response.read(CHUNK)
+                data = response.read1(CHUNK)  # what has arrived: a stall keeps it
                 if not data:
                     break
                 write_chunk(handle, data)
@@ -219,7 +219,7 @@ def fetch(
             fault = exc
         delay = min(options.backoff_s * 2 ** (attempt - 1), options.max_backoff_s)
         print(
-            f"[{label}] {_reason(fault)}; retry {attempt}/{options.retries} in {delay:.0f}s",
+            f"[{label}] {_reason(fault)}; retry {attempt}/{options.retries} in {delay:g}s",
             file=sys.stderr,
             flush=True,
         )
