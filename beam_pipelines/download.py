@@ -65,6 +65,10 @@ class DownloadError(Exception):
     """A file that could not be fetched, verified or placed: one line saying what to do."""
 
 
+class UnverifiedError(DownloadError):
+    """A file with no known digest, not fetched without --allow-unverified."""
+
+
 @dataclass(frozen=True)
 class DownloadConfig:
     """The download command's options (each a flag, beam_pipelines.sources.source_config)."""
@@ -165,7 +169,7 @@ def ensure_file(remote: RemoteFile, folder: Path, config: DownloadConfig) -> tup
         how = "verified" if remote.verified else "present (checksum unknown)"
         return target, f"{how}, kept"
     if not remote.verified and not config.allow_unverified:
-        raise DownloadError(
+        raise UnverifiedError(
             f"{remote.url}: checksum unknown ({remote.origin}); pass --allow-unverified to "
             f"fetch it unchecked, or put {remote.name} in {folder} yourself"
         )
@@ -190,6 +194,17 @@ def _members(archive: Path) -> int:
     return 0
 
 
+# tarfile's `data` filter (Python 3.10.12+, 3.11.4+): no absolute names, no links out, no devices
+SAFE_TAR = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+
+
+def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
+    """Refuse a member that would land outside the folder (also where tarfile has no filter)."""
+    parts = Path(member.name).parts
+    if member.name.startswith("/") or ".." in parts or member.isdev():
+        raise DownloadError(f"{archive}: member {member.name!r} would leave the folder; refused")
+
+
 def extract_archive(archive: Path, into: Path) -> None:
     """Unpack a zip or a (compressed) tar into the empty folder `into`; tar members that would
     leave it, links out of it and device files are refused (tarfile's `data` filter)."""
@@ -203,7 +218,8 @@ def extract_archive(archive: Path, into: Path) -> None:
             return
         with tarfile.open(archive, "r:*") as handle:
             for member in handle:
-                handle.extract(member, into, filter="data")
+                _check_member(archive, member)
+                handle.extract(member, into, **SAFE_TAR)
                 progress.advance(1)
     except (tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
         raise DownloadError(f"{archive}: cannot be extracted ({exc})") from None
@@ -262,10 +278,11 @@ class Outcome:
 
 
 def download_source(
-    source: type[Source], folder: Path, config: DownloadConfig, outcome: Outcome
+    source: type[Source], folder: Path, config: DownloadConfig, outcome: Outcome, every: bool
 ) -> None:
     """Fetch (and extract) every file of `source` into `folder`; faults of one file are noted
-    in `outcome` and the others go on. A full disk or Ctrl-C stops everything."""
+    in `outcome` and the others go on (a file without a known digest is only named under
+    `every`, as a by-hand file is). A full disk or Ctrl-C stops everything."""
     try:
         files = remote_files(source)
     except RegistryError as exc:
@@ -277,6 +294,9 @@ def download_source(
             path, what = ensure_file(remote, folder, config)
             if remote.extract:
                 what += "; " + ensure_extracted(remote, path)
+        except UnverifiedError as exc:
+            (outcome.by_hand if every else outcome.failed).append(f"{source.name}: {exc}")
+            continue
         except DownloadError as exc:
             outcome.failed.append(str(exc))
             continue
@@ -386,7 +406,10 @@ def targets(names: list[str], every: bool, output: Path) -> list[tuple[type[Sour
 
 
 def run_downloads(
-    pairs: list[tuple[type[Source], Path]], lock_folder: Path, config: DownloadConfig
+    pairs: list[tuple[type[Source], Path]],
+    lock_folder: Path,
+    config: DownloadConfig,
+    every: bool = False,
 ) -> Outcome:
     """Download every pair under one lock on `lock_folder` (no two downloads into one folder)."""
     try:
@@ -400,7 +423,7 @@ def run_downloads(
     outcome = Outcome()
     with lock, sigterm_as_interrupt():
         for source, folder in pairs:
-            download_source(source, folder, config, outcome)
+            download_source(source, folder, config, outcome, every)
     return outcome
 
 
@@ -441,7 +464,10 @@ def download_for_convert(source: str | None, every: bool, raw: str | None) -> No
         raise UserError("--download needs --input RAW (the folder to fill) and --source or --all")
     try:
         outcome = run_downloads(
-            targets([source] if source else [], every, Path(raw)), Path(raw), DownloadConfig()
+            targets([source] if source else [], every, Path(raw)),
+            Path(raw),
+            DownloadConfig(),
+            every,
         )
     except DownloadError as exc:
         raise UserError(str(exc)) from None
@@ -475,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     config = DownloadConfig.from_args(args)
     output = Path(args.output)
     pairs = targets(args.source or [], args.all, output)
-    outcome = run_downloads(pairs, output, config)
+    outcome = run_downloads(pairs, output, config, args.all)
     status = report(outcome)
     if outcome.by_hand and not args.all:
         return EXIT_USAGE  # the one source asked for cannot be converted yet

@@ -366,3 +366,25 @@ def test_interrupted_download_keeps_the_part_and_resumes(tmp_path, monkeypatch, 
     assert download.main(["--source", "omniglot", "--output", str(raw)]) == 0
     assert (raw / name).read_bytes() == blob
     assert (OMNIGLOT_PATH + name, f"bytes={kept}-") in server.state.requests
+
+
+def test_all_puts_each_source_where_convert_all_looks(tmp_path, monkeypatch, server, capsys):
+    files = serve_omniglot(tmp_path, monkeypatch, server)
+    for name, data in files.items():
+        server.state.files["/cache/" + name] = Served(data)
+    raw = tmp_path / "raw"
+    argv = ["--all", "--output", str(raw), "--mirror", server.url("/cache"), "--retries", "0"]
+    code, out, err = run(argv, capsys)
+    assert code == 2  # the files the mirror does not hold (404), one line each
+    assert all((raw / "omniglot" / n).read_bytes() == d for n, d in files.items())
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert errors and all("HTTP 404" in line and "/cache/" in line for line in errors)
+    notices = [line for line in err.splitlines() if not line.startswith("error:")]
+    assert any(line.startswith("ilsvrc_2012: obtain ILSVRC2012_img_train.tar") for line in notices)
+    assert any(line.startswith("aircraft:") and "--allow-unverified" in line for line in notices)
+    assert not any("fgvc-aircraft" in path for path, _ in server.state.requests)
+    for folder in raw.iterdir():
+        if folder.is_dir():
+            source = SOURCES[folder.name]
+            assert folder.name in source.raw_folder_names()  # convert --all finds it there
+    assert "omniglot" in out and "Traceback" not in err
