@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from beam_pipelines import convert_all
-from beam_pipelines.conversion import convert
+from beam_pipelines.conversion import check_output, convert
 from beam_pipelines.convert_options import add_source_arguments, conversion_parser
 from beam_pipelines.download import download_for_convert
 from beam_pipelines.runner_options import make_runner
@@ -49,6 +50,8 @@ def chosen_command(argv: list[str]) -> argparse.Namespace:
     pre.add_argument("--list-sources", action="store_true")
     pre.add_argument("--download", action="store_true")
     pre.add_argument("--input")
+    pre.add_argument("--output")
+    pre.add_argument("--overwrite", action="store_true")
     return pre.parse_known_args(argv)[0]
 
 
@@ -70,7 +73,9 @@ def list_sources() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = chosen_command(argv)
-    if chosen.download:  # fill --input first, then convert as usual
+    if chosen.download:  # fill --input first (once the output may be written), then convert
+        if chosen.output and not chosen.all and "://" not in chosen.output:
+            check_output(Path(chosen.output), chosen.overwrite)
         download_for_convert(chosen.source, chosen.all, chosen.input)
         argv = [a for a in argv if a != "--download"]
     if chosen.all:

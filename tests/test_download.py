@@ -388,3 +388,18 @@ def test_all_puts_each_source_where_convert_all_looks(tmp_path, monkeypatch, ser
             source = SOURCES[folder.name]
             assert folder.name in source.raw_folder_names()  # convert --all finds it there
     assert "omniglot" in out and "Traceback" not in err
+
+
+def test_convert_download_refuses_an_existing_output_before_fetching(
+    tmp_path, monkeypatch, server, capsys
+):
+    serve_omniglot(tmp_path, monkeypatch, server)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    raw = tmp_path / "raw"
+    args = ["--source", "omniglot", "--input", str(raw), "--output", str(out), "--download"]
+    assert convert_cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert "pass --overwrite" in err and err.count("\n") == 1
+    assert not server.state.requests and not raw.exists()
