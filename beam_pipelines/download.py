@@ -176,10 +176,9 @@ def ensure_file(remote: RemoteFile, folder: Path, config: DownloadConfig) -> tup
     url = file_url(remote, config.mirror)
     resumed = part_path(target).exists()
     try:
-        fetch(url, target, _expected(remote), config.fetch_options())
+        digests = fetch(url, target, _expected(remote), config.fetch_options())
     except FetchError as exc:
         raise DownloadError(str(exc)) from None
-    digests = file_digests(target)
     _write_verified_stamp(target, digests)
     what = "downloaded" + (" (resumed)" if resumed else "")
     if not remote.verified:
@@ -225,7 +224,7 @@ def extract_archive(archive: Path, into: Path) -> None:
         raise DownloadError(f"{archive}: cannot be extracted ({exc})") from None
 
 
-def ensure_extracted(remote: RemoteFile, archive: Path) -> str:
+def ensure_extracted(archive: Path) -> str:
     """Extract `archive` beside itself once (a `.NAME.extracted` stamp records its digest);
     entries already there are left as they are."""
     folder = archive.parent
@@ -293,7 +292,7 @@ def download_source(
         try:
             path, what = ensure_file(remote, folder, config)
             if remote.extract:
-                what += "; " + ensure_extracted(remote, path)
+                what += "; " + ensure_extracted(path)
         except UnverifiedError as exc:
             (outcome.by_hand if every else outcome.failed).append(f"{source.name}: {exc}")
             continue

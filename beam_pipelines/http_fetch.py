@@ -192,8 +192,9 @@ def fetch(
     expected: Expected,
     options: FetchOptions = FetchOptions(),
     sleep: Callable[[float], None] = time.sleep,
-) -> Path:
-    """Download `url` to `target` through `target.part`, verify it, rename it into place.
+) -> tuple[int, str, str]:
+    """Download `url` to `target` through `target.part`, verify it, rename it into place;
+    returns the file's (size, sha256, md5).
 
     Keeps the part on network faults, Ctrl-C and write errors (the next call resumes it);
     removes it on a size or digest mismatch. FetchError (one line naming the URL) when the
@@ -233,4 +234,4 @@ def fetch(
             "--mirror: check the URL, then run again)"
         )
     os.replace(part, target)
-    return target
+    return digests

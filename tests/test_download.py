@@ -403,3 +403,20 @@ def test_convert_download_refuses_an_existing_output_before_fetching(
     err = capsys.readouterr().err
     assert "pass --overwrite" in err and err.count("\n") == 1
     assert not server.state.requests and not raw.exists()
+
+
+def test_fetch_quotes_spaces_and_shows_rate_and_eta(tmp_path, server, capsys):
+    blob = os.urandom(40_000)
+    server.state.files["/full/The%20Mona%20Lisa.npy"] = Served(blob, trickle_s=0.002, chunk=2048)
+    target = tmp_path / "The Mona Lisa.npy"
+    options = http_fetch.FetchOptions(progress_every_s=0.0)
+    expected = http_fetch.Expected(len(blob), sha256(blob))
+    digests = http_fetch.fetch(server.url("/full/The Mona Lisa.npy"), target, expected, options)
+    assert target.read_bytes() == blob and digests[:2] == (len(blob), sha256(blob))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[The")]
+    assert lines and all("/39 KiB (" in line and "KiB/s, ETA " in line for line in lines)
+
+
+def test_tfds_source_has_nothing_to_download(tmp_path, capsys):
+    code, _, err = run(["--source", "tfds", "--output", str(tmp_path / "raw")], capsys)
+    assert code == 2 and "tfds build" in err and err.count("\n") == 1
