@@ -443,7 +443,11 @@ def build_parser() -> CommandParser:
         "Download a source's official raw archives (verified, resumable) into the layout "
         "`beam_pipelines.convert` reads.",
     )
-    parser.add_argument("--source", action="append", help="source name (see --list); repeatable")
+    parser.add_argument(
+        "--source",
+        action="append",
+        help="source name (see --list); repeatable: several go to OUTPUT/<source>/ each",
+    )
     parser.add_argument(
         "--all", action="store_true", help="every source that downloads, into OUTPUT/<source>/"
     )

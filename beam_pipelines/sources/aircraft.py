@@ -68,7 +68,7 @@ class AircraftSource(ListedSplitSource):
         Published(
             url="https://www.robots.ox.ac.uk/~vgg/data/fgvc-aircraft/archives/fgvc-aircraft-2013b.tar.gz",
             file_name="fgvc-aircraft-2013b.tar.gz",
-            origin="publisher's URL; checksum unknown",
+            origin="no digest confirmed in public code",
             extract=True,
         ),
     )
