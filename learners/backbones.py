@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from learners.batch_norm import EpisodeBatchNorm2d
+
 BACKBONES = ("cnn4", "resnet12", "resnet18", "wrn28_10")
 _ALIASES = {
     "conv4": "cnn4",
@@ -49,7 +51,9 @@ def _scaled(channels: int, width: float) -> int:
 
 
 def _batch_norm(channels: int, track: bool) -> nn.BatchNorm2d:
-    return nn.BatchNorm2d(channels, track_running_stats=track)
+    """BatchNorm that can also normalise with recorded support-set moments
+    (`learners.batch_norm`; a plain `nn.BatchNorm2d` otherwise)."""
+    return EpisodeBatchNorm2d(channels, track_running_stats=track)
 
 
 class Backbone(nn.Module):

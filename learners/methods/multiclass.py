@@ -22,7 +22,7 @@ from learners.episode_batch import EpisodeTensors, images_to_tensor
 from learners.finetune import CosineHead, FinetuneOptions, finetune_query_logits
 from learners.finetune_augment import augment_images
 from learners.knn import KNN_METRICS, knn_logits
-from learners.learner import Learner, embed_episode
+from learners.learner import Learner
 from learners.prototypes import class_prototypes, prototype_logits
 from learners.registry import register_learner
 
@@ -180,7 +180,7 @@ class MulticlassLearner(Learner):
                 network(ep.support_images), ep.support_labels, ep.ways, self.options.finetune_relu
             )
             return head(network(ep.query_images))
-        support, query = embed_episode(self.backbone, ep)
+        support, query = self.embed_episode(ep)
         if inference == "knn":
             return knn_logits(
                 query,

@@ -15,7 +15,7 @@ from torch import nn
 
 from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors
-from learners.learner import Learner, embed_episode
+from learners.learner import Learner
 from learners.prototypes import class_prototypes
 from learners.registry import register_learner
 
@@ -56,7 +56,7 @@ class RelationNet(Learner):
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
         """Relation scores (Q, ways) in [0, 1]; their argmax is the prediction."""
-        support, query = embed_episode(self.backbone.feature_map, ep)
+        support, query = self.embed_episode(ep, maps=True)
         prototypes = class_prototypes(support, ep.support_labels, ep.ways)  # (ways, C, h, w)
         q, k = query.shape[0], ep.ways
         pairs = torch.cat(
