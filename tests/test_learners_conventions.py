@@ -332,3 +332,61 @@ def test_training_with_a_schedule_resumes_bit_exactly(tmp_path) -> None:
     for (name, a), (_, b) in zip(whole.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), name
     assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * 0.5**2)
+
+
+# --- multiclass pre-training and Meta-Dataset's Finetune ----------------------------------
+
+
+def test_mixup_lambdas_are_per_sample_and_folded_as_fastai() -> None:
+    from learners.methods.multiclass import mixup_lambdas
+
+    torch.manual_seed(0)
+    per_sample = mixup_lambdas(256, 0.25, per_sample=True)
+    assert per_sample.shape == (256,) and float(per_sample.min()) >= 0.5
+    assert float(per_sample.max()) <= 1.0 and len(set(per_sample.tolist())) > 200
+    per_batch = mixup_lambdas(8, 0.25, per_sample=False)
+    assert len(set(per_batch.tolist())) == 1
+    old = learner_config_from_dict({"method": "multiclass", "options": {"mixup_alpha": 0.25}})
+    assert old.options.mixup_per_sample is False  # runs saved before drew one per batch
+
+
+def test_weight_norm_head_starts_with_normalised_outputs_and_cosine_logits() -> None:
+    from learners.md_finetune import MDFinetuneOptions, MDHead
+
+    torch.manual_seed(0)
+    features = torch.randn(20, 6, dtype=torch.float64) * 3 + 1
+    head = MDHead(6, 4, MDFinetuneOptions(cosine=False, weight_norm=True)).double()
+    head.data_dependent_init(features)
+    out = head(features).detach()
+    torch.testing.assert_close(out.mean(0), torch.zeros(4, dtype=torch.float64))
+    torch.testing.assert_close(out.var(0, unbiased=False), torch.ones(4, dtype=torch.float64))
+    cosine = MDHead(6, 4, MDFinetuneOptions(cosine=True, weight_norm=False)).double()
+    w = cosine.v.detach().numpy()
+    w = w / np.sqrt(np.maximum((w**2).sum(0, keepdims=True), 1e-3))
+    x = features.numpy() / np.sqrt(np.maximum((features.numpy() ** 2).sum(1, keepdims=True), 1e-3))
+    np.testing.assert_allclose(cosine(features).detach().numpy(), 10 * x @ w, rtol=1e-10)
+
+
+@pytest.mark.parametrize("all_layers", [False, True])
+def test_md_finetune_inference_fits_the_support_and_leaves_the_weights(all_layers: bool) -> None:
+    torch.manual_seed(0)
+    learner = build_learner(
+        learner_config(
+            "md_finetune",
+            train_class_ids=list(range(8)),
+            md_finetune_steps=30,
+            md_finetune_all_layers=all_layers,
+            batch_norm="support",
+            **TINY,
+        )
+    )
+    before = {k: v.clone() for k, v in learner.state_dict().items()}
+    episode = SyntheticEpisodeSource("test", seed=3, config=EPISODES).episode(0)
+    support_as_query = dict(episode)
+    support_as_query["query_images"] = episode["support_images"]
+    support_as_query["query_labels"] = episode["support_labels"]
+    support_as_query["query_class_ids"] = episode["support_class_ids"]
+    logits = learner.predict(support_as_query)
+    assert float((logits.argmax(1).numpy() == episode["support_labels"]).mean()) == 1.0
+    for key, value in learner.state_dict().items():
+        assert torch.equal(value, before[key]), key
