@@ -178,7 +178,6 @@ def resolved_config(config: LearnerConfig) -> LearnerConfig:
         config,
         method=entry.name,
         backbone=canonical_backbone_name(config.backbone),
-        batch_norm=config.batch_norm or getattr(entry.learner, "default_batch_norm", "running"),
         options=options,
     )
     config.check()

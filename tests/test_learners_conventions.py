@@ -175,7 +175,7 @@ def test_every_method_takes_each_convention(method: str) -> None:
     for mode in ("running", "support", "episode"):
         torch.manual_seed(0)
         learner = build_learner(learner_config(method, batch_norm=mode, **TINY, **extra))
-        assert learner.config.batch_norm == mode
+        assert learner.config.batch_norm == mode == learner.batch_norm
         tracks = any(
             m.track_running_stats for m in learner.modules() if isinstance(m, EpisodeBatchNorm2d)
         )
@@ -186,8 +186,9 @@ def test_every_method_takes_each_convention(method: str) -> None:
 
 
 def test_default_conventions_are_the_methods_previous_behaviour() -> None:
-    assert build_learner(learner_config("protonet", **TINY)).config.batch_norm == "running"
-    assert build_learner(learner_config("maml", **TINY)).config.batch_norm == "episode"
+    assert build_learner(learner_config("protonet", **TINY)).batch_norm == "running"
+    assert build_learner(learner_config("maml", **TINY)).batch_norm == "episode"
+    assert build_learner(learner_config("maml", **TINY)).config.batch_norm is None  # saved
     with pytest.raises(ValueError, match="--batch-norm"):
         LearnerConfig(batch_norm="transductive").check()
 
