@@ -15,13 +15,14 @@ from torch import nn
 
 from learners.batch_norm import EpisodeBatchNorm2d
 
-BACKBONES = ("cnn4", "resnet12", "resnet18", "wrn28_10")
+BACKBONES = ("cnn4", "resnet12", "resnet18", "wrn28_10", "relationnet_cnn4")
 _ALIASES = {
     "conv4": "cnn4",
     "resnet-12": "resnet12",
     "resnet-18": "resnet18",
     "wrn-28-10": "wrn28_10",
     "wrn": "wrn28_10",
+    "relationnet_convnet": "relationnet_cnn4",
 }
 
 
@@ -114,6 +115,29 @@ class CNN4(SequentialBackbone):
                 nn.ReLU(),
                 nn.MaxPool2d(2),
             ]
+            in_channels = channels
+        super().__init__(layers, config.image_size)
+
+
+class RelationNetCNN4(SequentialBackbone):
+    """Meta-Dataset's `relationnet_convnet` (functional_backbones.py): four conv3x3(64) - BN -
+    ReLU blocks, unpadded and max-pooled in the first three, padded and not pooled in the last
+    (so the maps stay 2x larger than CNN4's for the relation module)."""
+
+    flatten_features = True
+
+    def __init__(self, config: BackboneConfig):
+        channels = _scaled(64, config.width)
+        layers: list[nn.Module] = []
+        in_channels = 3
+        for index in range(4):
+            layers += [
+                nn.Conv2d(in_channels, channels, 3, padding=0 if index < 3 else 1, bias=False),
+                _batch_norm(channels, config.track_running_stats),
+                nn.ReLU(),
+            ]
+            if index < 3:
+                layers.append(nn.MaxPool2d(2))
             in_channels = channels
         super().__init__(layers, config.image_size)
 
@@ -293,4 +317,6 @@ def build_backbone(config: BackboneConfig) -> Backbone:
         return ResNet12(config)
     if name == "resnet18":
         return ResNet18(config)
+    if name == "relationnet_cnn4":
+        return RelationNetCNN4(config)
     return WideResNet(config, depth=28, widen=10)

@@ -391,3 +391,26 @@ def test_md_finetune_inference_fits_the_support_and_leaves_the_weights(all_layer
     assert float((logits.argmax(1).numpy() == episode["support_labels"]).mean()) == 1.0
     for key, value in learner.state_dict().items():
         assert torch.equal(value, before[key]), key
+
+
+# --- Relation Networks ----------------------------------------------------------------------
+
+
+def test_reference_relation_module_and_backbone_have_meta_datasets_shapes() -> None:
+    from learners.backbones import BackboneConfig, build_backbone
+    from learners.methods.relation import ReferenceRelationModule, RelationConfig
+
+    backbone = build_backbone(BackboneConfig("relationnet_cnn4", image_size=84))
+    maps = backbone.feature_map(torch.zeros(2, 3, 84, 84))
+    # unpadded conv + pool three times (84 -> 82 -> 41 -> 39 -> 19 -> 17 -> 8), padded 4th
+    assert tuple(maps.shape) == (2, 64, 8, 8)
+    module = ReferenceRelationModule(64, 8, (8, 8))
+    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(64 * 2 * 2, 8), (8, 1)]
+    scores = module(torch.randn(6, 128, 8, 8))
+    assert scores.shape == (6,) and bool(((scores > 0) & (scores < 1)).all())
+    tiny = ReferenceRelationModule(4, 8, (1, 1))  # no pooling below 1x1, as the reference
+    assert tiny(torch.randn(3, 8, 1, 1)).shape == (3,)
+    assert RelationConfig().relation_module == "reference"
+    old = learner_config_from_dict({"method": "relation", "options": {"relation_hidden": 8}})
+    assert old.options.relation_module == "pooled"  # runs saved before keep their module
