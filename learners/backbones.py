@@ -1,4 +1,5 @@
-"""Backbones: CNN4, ResNet-12 (optional DropBlock), ResNet-18 and WRN-28-10 feature extractors.
+"""Backbones: CNN4, ResNet-12 (optional DropBlock), ResNet-18 and WRN-28-10 feature extractors,
+and two of Meta-Dataset's: `relationnet_cnn4` and `wrn16_2` (its `wide_resnet`).
 
 Each backbone is the network without its last linear layer: `forward` returns one feature vector
 per image (flattened maps for CNN4, global average pooling for the residual networks) and
@@ -15,7 +16,7 @@ from torch import nn
 
 from learners.batch_norm import EpisodeBatchNorm2d
 
-BACKBONES = ("cnn4", "resnet12", "resnet18", "wrn28_10", "relationnet_cnn4")
+BACKBONES = ("cnn4", "resnet12", "resnet18", "wrn28_10", "relationnet_cnn4", "wrn16_2")
 _ALIASES = {
     "conv4": "cnn4",
     "resnet-12": "resnet12",
@@ -23,6 +24,7 @@ _ALIASES = {
     "wrn-28-10": "wrn28_10",
     "wrn": "wrn28_10",
     "relationnet_convnet": "relationnet_cnn4",
+    "wrn-16-2": "wrn16_2",
 }
 
 
@@ -319,4 +321,6 @@ def build_backbone(config: BackboneConfig) -> Backbone:
         return ResNet18(config)
     if name == "relationnet_cnn4":
         return RelationNetCNN4(config)
+    if name == "wrn16_2":  # Meta-Dataset's `wide_resnet` (_wide_resnet(..., n=2, k=2): 128-d)
+        return WideResNet(config, depth=16, widen=2)
     return WideResNet(config, depth=28, widen=10)

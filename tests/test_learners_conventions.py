@@ -414,3 +414,12 @@ def test_reference_relation_module_and_backbone_have_meta_datasets_shapes() -> N
     assert RelationConfig().relation_module == "reference"
     old = learner_config_from_dict({"method": "relation", "options": {"relation_hidden": 8}})
     assert old.options.relation_module == "pooled"  # runs saved before keep their module
+
+
+def test_meta_datasets_wide_resnet_is_wrn_16_2_with_128_features() -> None:
+    from learners.backbones import BackboneConfig, build_backbone
+
+    wrn = build_backbone(BackboneConfig("wrn16_2", image_size=32))
+    assert wrn.out_dim == 128  # _wide_resnet: "x.shape: [X, 1, 1, 128]"
+    convs = [m for m in wrn.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3)]
+    assert len(convs) == 1 + 3 * 2 * 2  # stem + 3 groups x 2 blocks x 2 convs (depth 16 - 3)
