@@ -53,6 +53,7 @@ from learners.episode_source import (
 from learners.evaluation_folder import check_output_folder, default_label, folder_name
 from learners.hardness_model import fixed_hardness_measure, run_hardness_measure
 from learners.learner import Learner
+from learners.md_finetune import check_md_finetune_flags
 from learners.methods.multiclass import MulticlassLearner
 from learners.metrics import summarize_accuracies
 from learners.registry import method_option_classes, methods_sharing
@@ -334,6 +335,7 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
         raise FileNotFoundError(f"--run {args.run}: no snapshots to evaluate")
     learner, config, step = load_run_learner(args.run, steps[0][1], device, overrides)
     _check_finetune_flags(overrides, learner)
+    check_md_finetune_flags(overrides, getattr(learner.options, "inference", None))
     source = _episode_source(args, config)
     settings = evaluation_settings(args, learner, config, which, step)
     hardness = None if which == "all" else _hardness_measure(args, learner, device)

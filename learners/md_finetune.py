@@ -14,6 +14,7 @@ Formulas: `linear_classifier_logits` / `linear_classifier_forward_pass` and
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -113,3 +114,14 @@ def md_finetune_query_logits(
             network, network, ep.support_images, ep.query_images, batch_norm
         )
         return head(query)
+
+
+def check_md_finetune_flags(given: Iterable[str], inference: str | None) -> None:
+    """Refuse --md-finetune-* options for an evaluation that does not run this inference
+    (ValueError naming the flags), so that none is silently ignored."""
+    flags = sorted("--" + name.replace("_", "-") for name in given if name.startswith("md_"))
+    if flags and inference != "md_finetune":
+        raise ValueError(
+            f"{' and '.join(flags)} apply to Meta-Dataset's Finetune (--inference md_finetune), "
+            f"not {'inference ' + inference if inference else 'this method'}"
+        )

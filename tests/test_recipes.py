@@ -41,18 +41,25 @@ def test_the_shipped_recipes_are_listed_with_a_source_for_every_value(capsys) ->
 @pytest.mark.parametrize("name", recipe_names())
 def test_each_recipe_trains_a_few_steps_and_is_recorded(name: str, tmp_path) -> None:
     run = tmp_path / "run"
-    assert main(["--recipe", name, "--synthetic", "--output", str(run), *TINY]) == 0
-    config = json.loads((run / "config.json").read_text())
     recipe = load_recipe(name)
+    fewer = (
+        ["--inner-steps", "1", "--eval-inner-steps", "1"] if "inner_steps" in recipe.values else []
+    )
+    assert main(["--recipe", name, "--synthetic", "--output", str(run), *TINY, *fewer]) == 0
+    config = json.loads((run / "config.json").read_text())
     assert config["extra"]["recipe"] == name
     learner = config["learner"]
     assert learner["method"] == recipe.values["method"]
+    overrides = config["extra"]["recipe_overrides"]
     for key, value in recipe.values.items():
-        if key in learner and key not in ("backbone", "image_size", "width"):
+        if key in overrides:
+            continue
+        if key in learner:
             assert learner[key] == value, key
         elif key in (learner["options"] or {}):
             assert learner["options"][key] == value, key
-    overrides = config["extra"]["recipe_overrides"]
+    if fewer:
+        assert overrides["inner_steps"] == {"recipe": recipe.values["inner_steps"], "given": 1}
     if "backbone" in recipe.values:
         assert overrides["backbone"] == {"recipe": recipe.values["backbone"], "given": "cnn4"}
     assert (run / "checkpoints" / "last.pt").is_file()
@@ -85,3 +92,23 @@ def test_bad_recipes_are_refused_in_one_line(tmp_path, capsys) -> None:
     assert main(["--recipe", str(foreign), "--synthetic", "--output", str(tmp_path / "r")])
     assert "no flag --no-such-flag" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()  # refused before anything is written
+
+
+def test_meta_datasets_finetune_evaluates_a_multiclass_run(tmp_path, capsys) -> None:
+    from learners import evaluate
+
+    run = tmp_path / "run"
+    assert main(["--recipe", "atg/multiclass", "--synthetic", "--output", str(run), *TINY]) == 0
+    common = ["--run", str(run), "--episodes", "2", "--no-progress", "--no-hardness"]
+    out = tmp_path / "md"
+    argv = [*common, "--output", str(out), "--inference", "md_finetune"]
+    assert evaluate.main([*argv, "--md-finetune-steps", "3"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["inference"] == "md_finetune"
+    assert summary["settings"]["options"] == {"md_finetune_steps": 3}
+    capsys.readouterr()
+    refused = [*common, "--output", str(tmp_path / "x"), "--md-finetune-steps", "3"]
+    assert evaluate.main(refused) != 0
+    error = capsys.readouterr().err.strip()
+    assert "--md-finetune-steps apply to Meta-Dataset's Finetune" in error and "\n" not in error
+    assert not (tmp_path / "x").exists()
