@@ -278,7 +278,9 @@ def _hardness_measure(
     if args.no_hardness:
         return None
     if args.hardness_model is not None:
-        return fixed_hardness_measure(args.hardness_model, device, args.hardness_relu)
+        return fixed_hardness_measure(
+            args.hardness_model, device, args.hardness_relu, learner.normalization
+        )
     return run_hardness_measure(learner, args.hardness_relu)
 
 

@@ -423,3 +423,19 @@ def test_meta_datasets_wide_resnet_is_wrn_16_2_with_128_features() -> None:
     assert wrn.out_dim == 128  # _wide_resnet: "x.shape: [X, 1, 1, 128]"
     convs = [m for m in wrn.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3)]
     assert len(convs) == 1 + 3 * 2 * 2  # stem + 3 groups x 2 blocks x 2 convs (depth 16 - 3)
+
+
+def test_a_hardness_extractor_sees_its_own_input_scaling() -> None:
+    from learners.episode_batch import images_to_tensor
+    from learners.hardness_model import _Extractor, renormalized
+    from learners.learner import input_normalization
+
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(2, 16, 16, 3), dtype=np.uint8)
+    imagenet, md = input_normalization("imagenet"), input_normalization("meta-dataset")
+    as_imagenet = images_to_tensor(pixels, "cpu", imagenet)
+    as_md = images_to_tensor(pixels, "cpu", md)
+    torch.testing.assert_close(as_md, torch.tensor(pixels).permute(0, 3, 1, 2) / 127.5 - 1)
+    torch.testing.assert_close(renormalized(as_imagenet, imagenet, md), as_md)
+    extractor = _Extractor(torch.nn.Identity(), 16, (imagenet, md))  # what the module is fed
+    torch.testing.assert_close(extractor(as_imagenet), as_md)
