@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 RECIPES_DIR = Path(__file__).with_name("recipes")
 
 
@@ -46,6 +44,10 @@ def load_recipe(name: str) -> Recipe:
     path = Path(name) if name.endswith(".toml") else RECIPES_DIR / f"{name}.toml"
     if not path.is_file():
         raise ValueError(f"--recipe {name}: no such recipe; expected one of {recipe_names()}")
+    try:
+        import tomllib  # Python 3.11+; the rest of the package runs on 3.10
+    except ModuleNotFoundError:
+        raise ValueError("--recipe needs Python 3.11 or later (tomllib)") from None
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as error:
