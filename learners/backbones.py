@@ -101,24 +101,32 @@ class SequentialBackbone(Backbone):
         return self.blocks(images)
 
 
+def _conv_blocks(
+    config: BackboneConfig, paddings: tuple[int, ...], pooled: tuple[bool, ...], bias: bool
+) -> list[nn.Module]:
+    """conv3x3(64 x width) - BatchNorm - ReLU [- max-pool 2] per block, in one flat list."""
+    channels = _scaled(64, config.width)
+    layers: list[nn.Module] = []
+    in_channels = 3
+    for padding, pool in zip(paddings, pooled):
+        layers += [
+            nn.Conv2d(in_channels, channels, 3, padding=padding, bias=bias),
+            _batch_norm(channels, config.track_running_stats),
+            nn.ReLU(),
+        ]
+        if pool:
+            layers.append(nn.MaxPool2d(2))
+        in_channels = channels
+    return layers
+
+
 class CNN4(SequentialBackbone):
     """Four blocks of conv3x3(64) - BatchNorm - ReLU - max-pool 2 (Vinyals et al.; Snell et al.)."""
 
     flatten_features = True
 
     def __init__(self, config: BackboneConfig):
-        channels = _scaled(64, config.width)
-        layers: list[nn.Module] = []
-        in_channels = 3
-        for _ in range(4):
-            layers += [
-                nn.Conv2d(in_channels, channels, 3, padding=1),
-                _batch_norm(channels, config.track_running_stats),
-                nn.ReLU(),
-                nn.MaxPool2d(2),
-            ]
-            in_channels = channels
-        super().__init__(layers, config.image_size)
+        super().__init__(_conv_blocks(config, (1,) * 4, (True,) * 4, bias=True), config.image_size)
 
 
 class RelationNetCNN4(SequentialBackbone):
@@ -129,18 +137,7 @@ class RelationNetCNN4(SequentialBackbone):
     flatten_features = True
 
     def __init__(self, config: BackboneConfig):
-        channels = _scaled(64, config.width)
-        layers: list[nn.Module] = []
-        in_channels = 3
-        for index in range(4):
-            layers += [
-                nn.Conv2d(in_channels, channels, 3, padding=0 if index < 3 else 1, bias=False),
-                _batch_norm(channels, config.track_running_stats),
-                nn.ReLU(),
-            ]
-            if index < 3:
-                layers.append(nn.MaxPool2d(2))
-            in_channels = channels
+        layers = _conv_blocks(config, (0, 0, 0, 1), (True, True, True, False), bias=False)
         super().__init__(layers, config.image_size)
 
 

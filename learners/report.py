@@ -42,6 +42,7 @@ from learners.metrics import (  # noqa: E402
     kendall_tau,
     regression_line,
 )
+from learners.run_dir import RESUMABLE_CHANGES  # noqa: E402
 from learners.training_loop import VALIDATION_LOG  # noqa: E402
 
 
@@ -236,18 +237,9 @@ class _Summary:
 
 # --- seeds as a dimension ------------------------------------------------------------------
 
-# Run options that do not change results (how data is loaded, where it is written).
-_NOT_RESULTS = (
-    "seed",
-    "total_steps",
-    "device",
-    "progress",
-    "loader_workers",
-    "decode_processes",
-    "keep_snapshots",
-    "split_file",
-    "dataset",
-)
+# Run options that runs differing only in --seed may also differ in: the seed, and those that
+# do not change results (how data is loaded, how many snapshots are kept).
+_NOT_RESULTS = {"seed", *RESUMABLE_CHANGES} - {"total_steps"}
 # Evaluation settings that name the run rather than how it is evaluated.
 _RUN_NAMES = ("run", "run_name", "checkpoint_step")
 

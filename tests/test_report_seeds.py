@@ -18,7 +18,11 @@ def _evaluation(tmp: Path, name: str, seed: int, r: float, accuracy: float, labe
     `seed`, on a split of divergence `r`."""
     run = tmp / "runs" / name
     run.mkdir(parents=True)
-    config = {"seed": seed, "learner": {"method": "multiclass", "lr": 1e-3}, "split_file": name}
+    config = {
+        "seed": seed,
+        "learner": {"method": "multiclass", "lr": 1e-3},
+        "split_file": f"R{r}.json",
+    }
     (run / "config.json").write_text(json.dumps(config))
     out = tmp / "evals" / name
     out.mkdir(parents=True)

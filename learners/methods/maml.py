@@ -15,7 +15,6 @@ moments under the adapted weights (Meta-Dataset).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -62,6 +61,9 @@ def default_inner_lr(variant: MamlVariant) -> float:
 class MamlConfig(MethodConfig):
     """The inner loop (Meta-Dataset sec. 2): SGD steps on the support set."""
 
+    # Runs saved before --adapt-batch-norm adapted BatchNorm.
+    legacy_defaults = {"adapt_batch_norm": True}
+
     inner_steps: int = option(5, "inner-loop SGD steps on the support set", minimum=0)
     inner_lr: float | None = option(
         None, "inner-loop step size (default 0.1, or 0.01 for Proto-MAML)", above=0
@@ -76,11 +78,6 @@ class MamlConfig(MethodConfig):
         False,
         "adapt BatchNorm's scale and offset in the inner loop (Meta-Dataset: no)",
     )
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> MamlConfig:
-        """Saved options; runs saved before --adapt-batch-norm existed adapted BatchNorm."""
-        return super().from_dict({"adapt_batch_norm": True, **values})
 
     def resolved(self, method: str) -> MamlConfig:
         """The variant's default step size and evaluation steps filled in."""

@@ -12,7 +12,6 @@ Logits are log p, so cross-entropy on them is the negative log-likelihood of tha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +28,9 @@ L2_EPSILON = 1e-3
 
 @dataclass
 class MatchingConfig(MethodConfig):
+    # Runs saved before --matching-normalize normalised both sides.
+    legacy_defaults = {"matching_normalize": "both"}
+
     matching_scale: float = option(
         1.0, "factor on the similarities before the softmax (1: the reference's)", above=0
     )
@@ -37,11 +39,6 @@ class MatchingConfig(MethodConfig):
         "L2-normalise the support embeddings only (Meta-Dataset's code) or both sides (cosine)",
         choices=MATCHING_NORMALIZATIONS,
     )
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> MatchingConfig:
-        """Saved options; runs saved before --matching-normalize normalised both sides."""
-        return super().from_dict({"matching_normalize": "both", **values})
 
 
 def tf_l2_normalize(values: torch.Tensor, epsilon: float = L2_EPSILON) -> torch.Tensor:

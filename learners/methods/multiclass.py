@@ -14,7 +14,6 @@ fine-tuning.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -37,6 +36,9 @@ INFERENCES = ("protonet", "knn", "support_init", "finetune", "transductive", "md
 @dataclass
 class MulticlassConfig(MethodConfig):
     """Pre-training (Dhillon et al. sec. 4, A.2, A.4) and the episode inference (sec. 3, A.3)."""
+
+    # Runs saved before --mixup-per-sample drew one lambda per batch.
+    legacy_defaults = {"mixup_per_sample": False}
 
     label_smoothing: float = option(
         0.1, "label smoothing epsilon (Dhillon et al. A.2: 0.1; 0 turns it off)", minimum=0, below=1
@@ -106,11 +108,6 @@ class MulticlassConfig(MethodConfig):
     train_class_ids: list[int] = option(
         [], "the training classes (learners.train fills them from the split)", cli=False
     )
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> MulticlassConfig:
-        """Saved options; runs saved before --mixup-per-sample drew one lambda per batch."""
-        return super().from_dict({"mixup_per_sample": False, **values})
 
     def md_finetune_options(self) -> MDFinetuneOptions:
         return MDFinetuneOptions(

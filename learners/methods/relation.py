@@ -15,7 +15,6 @@ channels, averages the maps and needs no fixed map size. Meta-Dataset pairs it w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +32,9 @@ RELATION_MODULES = ("reference", "pooled")
 
 @dataclass
 class RelationConfig(MethodConfig):
+    # Runs saved before --relation-module built the pooled module.
+    legacy_defaults = {"relation_module": "pooled"}
+
     relation_hidden: int = option(
         8, "hidden units of the relation module's fully connected layer", minimum=1
     )
@@ -41,11 +43,6 @@ class RelationConfig(MethodConfig):
         "reference (Meta-Dataset: 2 x conv-BN-ReLU-max-pool, FC, FC) or pooled (averaged maps)",
         choices=RELATION_MODULES,
     )
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> RelationConfig:
-        """Saved options; runs saved before --relation-module built the pooled module."""
-        return super().from_dict({"relation_module": "pooled", **values})
 
 
 class RelationModule(nn.Module):
