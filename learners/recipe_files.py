@@ -3,7 +3,7 @@ authors ran it, each value with the reference file and line it comes from.
 
 A recipe file holds `description` (one line: what a user gets), `reference` (repository and
 commit), optional `notes` (what is not reproduced), and `[options.<flag_name>]` tables with
-`value` and `source`. `learners.train --recipe NAME` turns the values into the parser's defaults
+`value` and `source`; a note starts with "not reproduced:" where the toolkit differs. `learners.train --recipe NAME` turns the values into the parser's defaults
 (so explicit flags override them) and records the recipe and every overridden value in the
 run's config.json (`extra`).
 """
@@ -84,10 +84,18 @@ def recipe_listing() -> str:
         recipe = load_recipe(name)
         lines = [f"{name}: {recipe.description}", f"  reference: {recipe.reference}"]
         for key, value in recipe.values.items():
-            lines.append(f"  --{key.replace('_', '-')} {value}  ({recipe.sources[key]})")
-        lines += [f"  not reproduced: {note}" for note in recipe.notes]
+            lines.append(f"  {flag_text(key, value)}  ({recipe.sources[key]})")
+        lines += [f"  note: {note}" for note in recipe.notes]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def flag_text(key: str, value: Any) -> str:
+    """The command-line spelling of one recipe value (`--no-pretrain-augment` for False)."""
+    flag = key.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value}"
 
 
 def _given(action: argparse.Action, argv: Sequence[str]) -> bool:
