@@ -99,6 +99,26 @@ class Learner(nn.Module):
             embed, self.backbone, ep.support_images, ep.query_images, self.batch_norm
         )
 
+    def switch_batch_norm(self, mode: str) -> None:
+        """Use the trained weights under another BatchNorm convention (`learners.evaluate
+        --batch-norm`): `support` or `episode` drop the running averages; `running` needs them
+        (ValueError for a run trained without)."""
+        if mode == self.batch_norm:
+            return
+        norms = [
+            m for m in self.backbone.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+        ]
+        if mode == "running" and any(m.running_mean is None for m in norms):
+            raise ValueError(
+                f"--batch-norm running: this run was trained with --batch-norm {self.batch_norm}, "
+                "so it has no running averages"
+            )
+        if mode != "running":
+            for norm in norms:
+                norm.track_running_stats = False
+                norm.running_mean = norm.running_var = norm.num_batches_tracked = None
+        self.batch_norm = mode
+
     def schedule_step(self, step: int, total_steps: int) -> float:
         """Set the learning rate of training step `step` (1-based) from the run's schedule
         (`learners.lr_schedule`); returns it."""

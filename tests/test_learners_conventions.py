@@ -4,6 +4,7 @@ adapted parameter set, the learning-rate schedules (learners.lr_schedule)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -439,3 +440,42 @@ def test_a_hardness_extractor_sees_its_own_input_scaling() -> None:
     torch.testing.assert_close(renormalized(as_imagenet, imagenet, md), as_md)
     extractor = _Extractor(torch.nn.Identity(), 16, (imagenet, md))  # what the module is fed
     torch.testing.assert_close(extractor(as_imagenet), as_md)
+
+
+def test_a_trained_run_evaluates_under_another_convention(tmp_path, capsys) -> None:
+    """learners.evaluate --batch-norm: the same weights, Meta-Dataset's support moments; the
+    result is recorded in the settings and the folder name; MAML runs have no averages."""
+    from learners import evaluate, train
+
+    tiny = ["--backbone", "cnn4", "--image-size", "28", "--width", "0.25", "--no-progress"]
+    tiny += ["--ways", "5", "--shots", "2", "--query", "3", "--validation-episodes", "0"]
+    runs = {}
+    for method in ("protonet", "maml"):
+        runs[method] = tmp_path / method
+        argv = ["--method", method, "--synthetic", "--episodes", "3", "--output"]
+        assert train.main([*argv, str(runs[method]), *tiny]) == 0
+    common = ["--episodes", "4", "--no-progress", "--no-hardness"]
+    assert evaluate.main(["--run", str(runs["protonet"]), *common, "--batch-norm", "support"]) == 0
+    (folder,) = (runs["protonet"] / "eval").iterdir()
+    assert "batch-normsupport" in folder.name
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["settings"]["options"] == {"batch_norm": "support"}
+    capsys.readouterr()
+    assert evaluate.main(["--run", str(runs["maml"]), *common, "--batch-norm", "running"]) != 0
+    error = capsys.readouterr().err.strip()
+    assert "trained with --batch-norm episode, so it has no running averages" in error
+    assert not (runs["maml"] / "eval").exists()
+
+
+def test_switching_a_learner_matches_one_built_with_that_convention() -> None:
+    torch.manual_seed(0)
+    running = build_learner(learner_config("protonet", **TINY))
+    train = SyntheticEpisodeSource("train", seed=1, config=EPISODES)
+    for index in range(3):
+        running.fit_episode(train.episode(index))
+    support = build_learner(learner_config("protonet", batch_norm="support", **TINY))
+    support.load_state_dict(running.state_dict(), strict=False)
+    running.switch_batch_norm("support")
+    episode = _shifted(SyntheticEpisodeSource("test", seed=5, config=EPISODES).episode(0), 0.3)
+    torch.testing.assert_close(running.predict(episode), support.predict(episode))
+    assert not any(k.endswith("running_mean") for k in running.state_dict())
