@@ -14,6 +14,7 @@ setup(
     package_data={
         "splits": ["published/*.json", "published/*/*.json"],
         "beam_pipelines.sources": ["reference_data/*"],
+        "learners": ["recipes/*/*.toml"],
     },
     include_package_data=True,
     install_requires=[

@@ -1,4 +1,5 @@
-"""Backbones: CNN4, ResNet-12 (optional DropBlock), ResNet-18 and WRN-28-10 feature extractors.
+"""Backbones: CNN4, ResNet-12 (optional DropBlock), ResNet-18 and WRN-28-10 feature extractors,
+and two of Meta-Dataset's: `relationnet_cnn4` and `wrn16_2` (its `wide_resnet`).
 
 Each backbone is the network without its last linear layer: `forward` returns one feature vector
 per image (flattened maps for CNN4, global average pooling for the residual networks) and
@@ -13,13 +14,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BACKBONES = ("cnn4", "resnet12", "resnet18", "wrn28_10")
+from learners.batch_norm import EpisodeBatchNorm2d
+
+BACKBONES = ("cnn4", "resnet12", "resnet18", "wrn28_10", "relationnet_cnn4", "wrn16_2")
 _ALIASES = {
     "conv4": "cnn4",
     "resnet-12": "resnet12",
     "resnet-18": "resnet18",
     "wrn-28-10": "wrn28_10",
     "wrn": "wrn28_10",
+    "relationnet_convnet": "relationnet_cnn4",
+    "wrn-16-2": "wrn16_2",
 }
 
 
@@ -49,7 +54,9 @@ def _scaled(channels: int, width: float) -> int:
 
 
 def _batch_norm(channels: int, track: bool) -> nn.BatchNorm2d:
-    return nn.BatchNorm2d(channels, track_running_stats=track)
+    """BatchNorm that can also normalise with recorded support-set moments
+    (`learners.batch_norm`; a plain `nn.BatchNorm2d` otherwise)."""
+    return EpisodeBatchNorm2d(channels, track_running_stats=track)
 
 
 class Backbone(nn.Module):
@@ -94,23 +101,43 @@ class SequentialBackbone(Backbone):
         return self.blocks(images)
 
 
+def _conv_blocks(
+    config: BackboneConfig, paddings: tuple[int, ...], pooled: tuple[bool, ...], bias: bool
+) -> list[nn.Module]:
+    """conv3x3(64 x width) - BatchNorm - ReLU [- max-pool 2] per block, in one flat list."""
+    channels = _scaled(64, config.width)
+    layers: list[nn.Module] = []
+    in_channels = 3
+    for padding, pool in zip(paddings, pooled):
+        layers += [
+            nn.Conv2d(in_channels, channels, 3, padding=padding, bias=bias),
+            _batch_norm(channels, config.track_running_stats),
+            nn.ReLU(),
+        ]
+        if pool:
+            layers.append(nn.MaxPool2d(2))
+        in_channels = channels
+    return layers
+
+
 class CNN4(SequentialBackbone):
     """Four blocks of conv3x3(64) - BatchNorm - ReLU - max-pool 2 (Vinyals et al.; Snell et al.)."""
 
     flatten_features = True
 
     def __init__(self, config: BackboneConfig):
-        channels = _scaled(64, config.width)
-        layers: list[nn.Module] = []
-        in_channels = 3
-        for _ in range(4):
-            layers += [
-                nn.Conv2d(in_channels, channels, 3, padding=1),
-                _batch_norm(channels, config.track_running_stats),
-                nn.ReLU(),
-                nn.MaxPool2d(2),
-            ]
-            in_channels = channels
+        super().__init__(_conv_blocks(config, (1,) * 4, (True,) * 4, bias=True), config.image_size)
+
+
+class RelationNetCNN4(SequentialBackbone):
+    """Meta-Dataset's `relationnet_convnet` (functional_backbones.py): four conv3x3(64) - BN -
+    ReLU blocks, unpadded and max-pooled in the first three, padded and not pooled in the last
+    (so the maps stay 2x larger than CNN4's for the relation module)."""
+
+    flatten_features = True
+
+    def __init__(self, config: BackboneConfig):
+        layers = _conv_blocks(config, (0, 0, 0, 1), (True, True, True, False), bias=False)
         super().__init__(layers, config.image_size)
 
 
@@ -289,4 +316,8 @@ def build_backbone(config: BackboneConfig) -> Backbone:
         return ResNet12(config)
     if name == "resnet18":
         return ResNet18(config)
+    if name == "relationnet_cnn4":
+        return RelationNetCNN4(config)
+    if name == "wrn16_2":  # Meta-Dataset's `wide_resnet` (_wide_resnet(..., n=2, k=2): 128-d)
+        return WideResNet(config, depth=16, widen=2)
     return WideResNet(config, depth=28, widen=10)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 Config = TypeVar("Config", bound="MethodConfig")
 
@@ -89,14 +89,19 @@ def check_fields(config: Any) -> None:
 @dataclass
 class MethodConfig:
     """A method's own options (subclassed beside each method); saved in a run's config.json
-    under `learner.options`."""
+    under `learner.options`. `legacy_defaults` are the values of options added later that runs
+    saved without them ran with (their behaviour before the option existed)."""
+
+    legacy_defaults: ClassVar[dict[str, Any]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls: type[Config], values: dict[str, Any]) -> Config:
-        """The options from saved values; keys of other methods or older versions are ignored."""
+        """The options from saved values; keys of other methods or older versions are ignored,
+        options missing from older versions take their `legacy_defaults`."""
+        values = {**cls.legacy_defaults, **values}
         known = {k: v for k, v in values.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 

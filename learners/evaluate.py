@@ -35,6 +35,7 @@ from typing import Any
 from episodes.util.atomic_files import atomic_path, write_text_atomically
 from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import add_dataset_argument, command_parser
+from learners.batch_norm import BATCH_NORM_MODES
 from learners.config_fields import flag_name
 from learners.config_flags import add_config_flags, given_values
 from learners.device import make_deterministic, resolve_device
@@ -53,6 +54,7 @@ from learners.episode_source import (
 from learners.evaluation_folder import check_output_folder, default_label, folder_name
 from learners.hardness_model import fixed_hardness_measure, run_hardness_measure
 from learners.learner import Learner
+from learners.md_finetune import check_md_finetune_flags
 from learners.methods.multiclass import MulticlassLearner
 from learners.metrics import summarize_accuracies
 from learners.registry import method_option_classes, methods_sharing
@@ -122,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="ReLU before normalising in the hardness (the paper and its code have none)",
     )
     parser.add_argument("--no-hardness", action="store_true")
+    parser.add_argument(
+        "--batch-norm",
+        choices=BATCH_NORM_MODES,
+        default=None,
+        help="evaluate the trained weights under another BatchNorm convention (default: the run's)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     taken: set[str] = set()
     for options in method_option_classes():
@@ -214,6 +222,8 @@ def evaluation_settings(
     )
     overrides = _learner_overrides(args)
     others = {k: v for k, v in overrides.items() if k not in SETTINGS_OPTIONS}
+    if args.batch_norm is not None:
+        others["batch_norm"] = args.batch_norm
     shards = str(Path(args.episode_shards).resolve()) if args.episode_shards else None
     return {
         "run": str(Path(args.run).resolve()),
@@ -277,7 +287,9 @@ def _hardness_measure(
     if args.no_hardness:
         return None
     if args.hardness_model is not None:
-        return fixed_hardness_measure(args.hardness_model, device, args.hardness_relu)
+        return fixed_hardness_measure(
+            args.hardness_model, device, args.hardness_relu, learner.normalization
+        )
     return run_hardness_measure(learner, args.hardness_relu)
 
 
@@ -291,6 +303,8 @@ def _evaluate_snapshots(
     rows = []
     for step, label in steps:
         learner, _, _ = load_run_learner(args.run, label, device, overrides)
+        if args.batch_norm is not None:
+            learner.switch_batch_norm(args.batch_norm)
         make_deterministic(args.seed)
         records, _ = evaluate_episodes(
             learner,
@@ -333,7 +347,10 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     if not steps:
         raise FileNotFoundError(f"--run {args.run}: no snapshots to evaluate")
     learner, config, step = load_run_learner(args.run, steps[0][1], device, overrides)
+    if args.batch_norm is not None:
+        learner.switch_batch_norm(args.batch_norm)
     _check_finetune_flags(overrides, learner)
+    check_md_finetune_flags(overrides, getattr(learner.options, "inference", None))
     source = _episode_source(args, config)
     settings = evaluation_settings(args, learner, config, which, step)
     hardness = None if which == "all" else _hardness_measure(args, learner, device)

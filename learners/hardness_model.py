@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from learners.checkpoint_file import load_checkpoint_learner, weights_hash
+from learners.episode_batch import Normalization
 from learners.episode_eval import HardnessMeasure
 from learners.learner import Learner
 from learners.methods.multiclass import MulticlassLearner
@@ -28,9 +29,13 @@ class _Extractor:
 
     module: nn.Module
     image_size: int
+    # (inputs', extractor's) normalisation when they differ (--input-scaling of the two runs)
+    renormalize: tuple[Normalization, Normalization] | None = None
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
         self.module.eval()
+        if self.renormalize is not None:
+            images = renormalized(images, *self.renormalize)
         if tuple(images.shape[-2:]) != (self.image_size, self.image_size):
             # bilinear resizing commutes with the per-channel normalisation (both are affine)
             images = F.interpolate(
@@ -50,10 +55,27 @@ def _outputs(learner: Learner) -> tuple[nn.Module, str]:
     return learner.backbone, "backbone features"
 
 
+def renormalized(
+    images: torch.Tensor, source: Normalization, target: Normalization
+) -> torch.Tensor:
+    """NCHW images normalised with `source` re-expressed with `target`'s mean and std."""
+
+    def column(values: tuple[float, float, float]) -> torch.Tensor:
+        return torch.tensor(values, device=images.device, dtype=images.dtype).view(1, 3, 1, 1)
+
+    pixels = images * column(source.std) + column(source.mean)
+    return (pixels - column(target.mean)) / column(target.std)
+
+
 def fixed_hardness_measure(
-    path: str | os.PathLike, device: torch.device, relu: bool = False
+    path: str | os.PathLike,
+    device: torch.device,
+    relu: bool = False,
+    input_normalization: Normalization = Normalization(),
 ) -> HardnessMeasure:
-    """Omega measured by the checkpoint (or run folder: its last.pt) at `path`."""
+    """Omega measured by the checkpoint (or run folder: its last.pt) at `path`, on images
+    normalised with `input_normalization` (the evaluated run's; converted to the extractor's
+    own when its --input-scaling differs)."""
     learner, checkpoint, step = load_checkpoint_learner(path, "--hardness-model")
     learner = learner.to(device).eval()
     module, kind = _outputs(learner)
@@ -62,7 +84,9 @@ def fixed_hardness_measure(
         f"{kind} of {config.backbone} ({config.method}, step {step}, "
         f"{weights_hash(module.state_dict())[:19]}) from {checkpoint}"
     )
-    return HardnessMeasure(_Extractor(module, config.image_size), description, relu)
+    own = learner.normalization
+    renormalize = None if own == input_normalization else (input_normalization, own)
+    return HardnessMeasure(_Extractor(module, config.image_size, renormalize), description, relu)
 
 
 def run_hardness_measure(learner: Learner, relu: bool = False) -> HardnessMeasure:

@@ -20,9 +20,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from learners.backbones import Backbone, build_backbone
+from learners.batch_norm import embed_support_query
 from learners.config_fields import MethodConfig
 from learners.episode_batch import EpisodeTensors, Normalization, episode_to_tensors
 from learners.learner_config import LearnerConfig
+from learners.lr_schedule import apply_schedule
 from learners.mixed_precision import MixedPrecision, memory_format
 from learners.registry import resolved_config
 
@@ -45,6 +47,13 @@ def make_optimizer(module: nn.Module, config: LearnerConfig) -> torch.optim.Opti
     raise ValueError(f"unknown optimizer {config.optimizer!r}; expected 'adam' or 'sgd'")
 
 
+def input_normalization(scaling: str) -> Normalization:
+    """ImageNet mean/std, or (x - 0.5) / 0.5 = 2x - 1 (Meta-Dataset's [-1, 1])."""
+    if scaling == "meta-dataset":
+        return Normalization(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))
+    return Normalization()
+
+
 def embed_episode(
     embed: Callable[[torch.Tensor], torch.Tensor], ep: EpisodeTensors
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -59,20 +68,22 @@ class Learner(nn.Module):
     define the method."""
 
     stream: ClassVar[str] = "episodes"  # or "batches" for non-episodic training
-    # False: BatchNorm always uses batch statistics (MAML-style learners).
-    backbone_running_stats: ClassVar[bool] = True
+    # The BatchNorm convention when --batch-norm is not given (learners.batch_norm): running
+    # averages, or each set's own moments for MAML-style learners.
+    default_batch_norm: ClassVar[str] = "running"
 
     def __init__(self, config: LearnerConfig):
         super().__init__()
         self.config = resolved_config(config)
         assert self.config.options is not None
         self.options: MethodConfig = self.config.options  # the method's own (its dataclass)
-        self.normalization = Normalization()
+        self.normalization = input_normalization(self.config.input_scaling)
         self.optimizer: torch.optim.Optimizer | None = None
         self.precision = MixedPrecision()
         self.memory_format = torch.contiguous_format
+        self.batch_norm = self.config.batch_norm or self.default_batch_norm
         self.backbone: Backbone = build_backbone(
-            self.config.backbone_config(self.backbone_running_stats)
+            self.config.backbone_config(track_running_stats=self.batch_norm == "running")
         )
         self.add_modules()
         self.optimizer = make_optimizer(self, self.config)
@@ -80,6 +91,39 @@ class Learner(nn.Module):
     def add_modules(self) -> None:
         """Hook: the method's own modules and state, built after the backbone and before the
         optimiser (which then covers them); the base learner adds none."""
+
+    def embed_episode(self, ep: EpisodeTensors, maps: bool = False) -> tuple[torch.Tensor, ...]:
+        """(support, query) features (or feature maps) under the run's BatchNorm convention."""
+        embed = self.backbone.feature_map if maps else self.backbone
+        return embed_support_query(
+            embed, self.backbone, ep.support_images, ep.query_images, self.batch_norm
+        )
+
+    def switch_batch_norm(self, mode: str) -> None:
+        """Use the trained weights under another BatchNorm convention (`learners.evaluate
+        --batch-norm`): `support` or `episode` drop the running averages; `running` needs them
+        (ValueError for a run trained without)."""
+        if mode == self.batch_norm:
+            return
+        norms = [
+            m for m in self.backbone.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+        ]
+        if mode == "running" and any(m.running_mean is None for m in norms):
+            raise ValueError(
+                f"--batch-norm running: this run was trained with --batch-norm {self.batch_norm}, "
+                "so it has no running averages"
+            )
+        if mode != "running":
+            for norm in norms:
+                norm.track_running_stats = False
+                norm.running_mean = norm.running_var = norm.num_batches_tracked = None
+        self.batch_norm = mode
+
+    def schedule_step(self, step: int, total_steps: int) -> float:
+        """Set the learning rate of training step `step` (1-based) from the run's schedule
+        (`learners.lr_schedule`); returns it."""
+        assert self.optimizer is not None
+        return apply_schedule(self.optimizer, self.config.schedule(), step, total_steps)
 
     @property
     def device(self) -> torch.device:

@@ -12,9 +12,14 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from learners.backbones import BACKBONES, BackboneConfig
+from learners.batch_norm import BATCH_NORM_MODES
 from learners.config_fields import MethodConfig, check_fields, option
+from learners.lr_schedule import LR_SCHEDULES, ScheduleConfig
 
 OPTIMIZERS = ("adam", "sgd")
+# How pixels in [0, 1] become network inputs: ImageNet mean/std (Dhillon et al. A.4), or
+# 2x - 1 as Meta-Dataset's decoder does (meta_dataset/data/decoder.py, ImageDecoder.decode_with_label).
+INPUT_SCALINGS = ("imagenet", "meta-dataset")
 
 
 @dataclass
@@ -32,6 +37,32 @@ class LearnerConfig:
     weight_decay: float = option(
         0.0, "weight decay (not on biases and BatchNorm parameters)", minimum=0
     )
+    lr_schedule: str = option(
+        "constant",
+        "learning-rate schedule: constant, exponential (Meta-Dataset's staircase decay) or "
+        "cosine-cycles (Dhillon et al.'s two cosine cycles)",
+        choices=LR_SCHEDULES,
+    )
+    decay_every: int = option(5000, "exponential schedule: steps between decays", minimum=1)
+    decay_rate: float = option(0.5, "exponential schedule: factor per decay", above=0)
+    cosine_cycles: int = option(2, "cosine-cycles schedule: number of cycles", minimum=1)
+    cycle_multiplier: float = option(
+        2.0, "cosine-cycles schedule: each cycle this many times longer", above=0
+    )
+    cycle_lr_factor: float = option(
+        0.1, "cosine-cycles schedule: peak rate factor per cycle", above=0
+    )
+    batch_norm: str | None = option(
+        None,
+        "BatchNorm moments: running (averages at test), support (Meta-Dataset: the support "
+        "set's, for support and query) or episode (each set its own); default: the method's",
+        choices=BATCH_NORM_MODES,
+    )
+    input_scaling: str = option(
+        "imagenet",
+        "pixels to inputs: imagenet (mean/std) or meta-dataset (scaled to [-1, 1])",
+        choices=INPUT_SCALINGS,
+    )
     options: MethodConfig | None = option(None, "the method's own options", cli=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -44,6 +75,17 @@ class LearnerConfig:
     def check(self) -> None:
         """The shared options within their bounds (ValueError naming the flag otherwise)."""
         check_fields(self)
+
+    def schedule(self) -> ScheduleConfig:
+        """The learning-rate schedule these options describe."""
+        return ScheduleConfig(
+            self.lr_schedule,
+            self.decay_every,
+            self.decay_rate,
+            self.cosine_cycles,
+            self.cycle_multiplier,
+            self.cycle_lr_factor,
+        )
 
     def backbone_config(self, track_running_stats: bool = True) -> BackboneConfig:
         return BackboneConfig(

@@ -5,7 +5,11 @@ Subcommands (EVAL is an evaluation folder holding summary.json, episodes.csv, cl
   hardness EVAL... --output P   accuracy vs hardness scatter with a regression line per method
   ways-shots EVAL... --output D accuracy by ways and class precision by shots (two PNGs)
   base-novel EVAL... --output P accuracy on tau_BN(lambda) against lambda (FIX-ML sec. 4.2)
-  divergence EVAL... [--r R...] slope of test accuracy against ATG's R, per method
+  divergence EVAL... [--r R...] [--group-by auto|label|method]
+                                slope of test accuracy against ATG's R, per method (runs that
+                                differ only in --seed averaged per R, spread across seeds shown)
+  seeds EVAL...                 mean over training seeds of runs that differ only in --seed,
+                                the spread across seeds next to the mean episode CI
   kendall --run RUN [--snapshots CSV] [--last K]
                                 Kendall tau of validation vs test rankings of snapshots
 """
@@ -31,12 +35,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 from episodes.util.cli_errors import run_main, user_faults  # noqa: E402
 from episodes.util.cli_style import command_parser  # noqa: E402
 from learners.metrics import (  # noqa: E402
+    Z_95,
     average_ranks,
     divergence_slope,
     grouped_summaries,
     kendall_tau,
     regression_line,
 )
+from learners.run_dir import RESUMABLE_CHANGES  # noqa: E402
 from learners.training_loop import VALIDATION_LOG  # noqa: E402
 
 
@@ -229,25 +235,148 @@ class _Summary:
         return float(self.values["ci95"])
 
 
-def divergence(evaluations: Sequence[Evaluation], r_values: Sequence[float] | None) -> str:
-    """Per method, the slope of test accuracy (points of %) against R (ATG Table 5)."""
+# --- seeds as a dimension ------------------------------------------------------------------
+
+# Run options that runs differing only in --seed may also differ in: the seed, and those that
+# do not change results (how data is loaded, how many snapshots are kept).
+_NOT_RESULTS = {"seed", *RESUMABLE_CHANGES} - {"total_steps"}
+# Evaluation settings that name the run rather than how it is evaluated.
+_RUN_NAMES = ("run", "run_name", "checkpoint_step")
+
+
+def _run_config(evaluation: Evaluation) -> dict[str, Any]:
+    """The training run's config.json (empty when the run folder is gone)."""
+    run = (evaluation.summary.get("settings") or {}).get("run") or evaluation.summary.get("run")
+    path = Path(str(run)) / "config.json" if run else None
+    if path is None or not path.is_file():
+        return {}
+    return json.loads(path.read_text())
+
+
+def training_seed(evaluation: Evaluation) -> int | None:
+    """The --seed the evaluated run was trained with (None when unknown)."""
+    seed = _run_config(evaluation).get("seed")
+    return int(seed) if seed is not None else None
+
+
+def seed_group_key(evaluation: Evaluation) -> str:
+    """What runs that differ only in --seed share: the run's options but the seed (and the
+    loading ones), and every evaluation setting but the run's name."""
+    config = {k: v for k, v in _run_config(evaluation).items() if k not in _NOT_RESULTS}
+    settings = {
+        k: v for k, v in (evaluation.summary.get("settings") or {}).items() if k not in _RUN_NAMES
+    }
+    return json.dumps({"run": config, "evaluation": settings}, sort_keys=True, default=str)
+
+
+@dataclass
+class SeedSummary:
+    """One configuration over training seeds: the mean of the seeds' mean accuracies, their
+    sample spread (ddof=1) and the mean of the seeds' episode 95% CIs (all in %)."""
+
+    seeds: list[int | None]
+    means: list[float]
+    cis: list[float]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.means) / len(self.means)
+
+    @property
+    def seed_std(self) -> float:
+        if len(self.means) < 2:
+            return 0.0
+        mean = self.mean
+        return math.sqrt(sum((m - mean) ** 2 for m in self.means) / (len(self.means) - 1))
+
+    @property
+    def seed_ci95(self) -> float:
+        return Z_95 * self.seed_std / math.sqrt(len(self.means))
+
+    @property
+    def episode_ci95(self) -> float:
+        return sum(self.cis) / len(self.cis)
+
+    def text(self) -> str:
+        seeds = ", ".join("?" if s is None else str(s) for s in self.seeds)
+        return (
+            f"{self.mean:.2f} (episode CI +-{self.episode_ci95:.2f}; across {len(self.means)} "
+            f"seed(s) [{seeds}]: std {self.seed_std:.2f}, CI +-{self.seed_ci95:.2f})"
+        )
+
+
+def seed_summary(evaluations: Sequence[Evaluation]) -> SeedSummary:
+    """Evaluations of runs differing only in --seed, summarised over seeds; ValueError when two
+    share a seed (the same run twice would count double)."""
+    seeds = [training_seed(e) for e in evaluations]
+    known = [s for s in seeds if s is not None]
+    if len(set(known)) != len(known):
+        paths = ", ".join(str(e.path) for e in evaluations)
+        raise ValueError(f"evaluations {paths} repeat a training seed {known}: pass each run once")
+    return SeedSummary(
+        seeds,
+        [100 * e.summary["accuracy"]["mean"] for e in evaluations],
+        [100 * e.summary["accuracy"]["ci95"] for e in evaluations],
+    )
+
+
+def seeds_report(evaluations: Sequence[Evaluation]) -> str:
+    """One line per configuration: the mean over its training seeds and both spreads."""
+    groups: dict[str, list[Evaluation]] = {}
+    for evaluation in evaluations:
+        groups.setdefault(seed_group_key(evaluation), []).append(evaluation)
+    lines = []
+    for members in groups.values():
+        labels = sorted({e.label for e in members})
+        lines.append(f"{' / '.join(labels)}: {seed_summary(members).text()}")
+    return "\n".join(lines)
+
+
+def series_name(evaluation: Evaluation, group_by: str) -> str:
+    """The curve an evaluation belongs to: its --label, or its method (and inference)."""
+    if group_by == "label":
+        return evaluation.label
+    inference = evaluation.summary.get("inference")
+    method = str(evaluation.summary.get("method") or evaluation.label)
+    return f"{method} ({inference})" if inference else method
+
+
+def divergence(
+    evaluations: Sequence[Evaluation],
+    r_values: Sequence[float] | None,
+    group_by: str = "auto",
+) -> str:
+    """Per method, the slope of test accuracy (points of %) against R (ATG Table 5). Each
+    method's evaluations at one R are runs that differ only in --seed: their mean is the point,
+    the spread across seeds is printed beside the episode CI. `auto` groups by --label unless
+    every label names a single evaluation (one label per R), then by method."""
     if r_values is not None and len(r_values) != len(evaluations):
         raise ValueError(f"--r has {len(r_values)} values for {len(evaluations)} evaluations")
-    points: dict[str, list[tuple[float, float]]] = {}
+    if group_by == "auto":
+        counts = Counter(e.label for e in evaluations)
+        group_by = "method" if len(evaluations) > 1 and max(counts.values()) == 1 else "label"
+    cells: dict[str, dict[float, list[Evaluation]]] = {}
     for index, evaluation in enumerate(evaluations):
         r = r_values[index] if r_values is not None else evaluation.summary.get("split_R")
         if r is None:
             raise ValueError(f"{evaluation.path}: its split file records no R; pass --r")
-        points.setdefault(evaluation.label, []).append(
-            (float(r), 100 * evaluation.summary["accuracy"]["mean"])
-        )
+        series = cells.setdefault(series_name(evaluation, group_by), {})
+        series.setdefault(float(r), []).append(evaluation)
     lines = []
-    for label, pairs in points.items():
-        rs, accs = zip(*pairs)
+    for name, by_r in cells.items():
+        points = {r: seed_summary(members) for r, members in sorted(by_r.items())}
+        if len(points) < 2:
+            raise ValueError(
+                f"{name}: evaluations at a single R ({next(iter(points)):g}); a slope needs "
+                "two values of R (or --group-by method when each R has its own --label)"
+            )
+        rs = list(points)
+        slope = divergence_slope(rs, [p.mean for p in points.values()])
         lines.append(
-            f"{label}: slope {divergence_slope(rs, accs):.2f} accuracy points per unit"
-            f" of R over R in [{min(rs):g}, {max(rs):g}] ({len(pairs)} splits)"
+            f"{name}: slope {slope:.2f} accuracy points per unit"
+            f" of R over R in [{min(rs):g}, {max(rs):g}] ({len(rs)} splits)"
         )
+        lines += [f"  R={r:g}: {summary.text()}" for r, summary in points.items()]
     return "\n".join(lines)
 
 
@@ -281,7 +410,7 @@ def _snapshots_csv(run_dir: Path) -> Path:
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("learners.report", __doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("ranks", "hardness", "ways-shots", "base-novel", "divergence"):
+    for name in ("ranks", "hardness", "ways-shots", "base-novel", "divergence", "seeds"):
         sub.add_parser(name).add_argument("evals", nargs="+", help="evaluation folders")
     for name in ("hardness", "base-novel"):
         sub.choices[name].add_argument(
@@ -300,6 +429,13 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         help="R of each evaluation's split, in order (default: from split)",
+    )
+    sub.choices["divergence"].add_argument(
+        "--group-by",
+        choices=("auto", "label", "method"),
+        default="auto",
+        help="one curve per --label or per method (auto: per method when each evaluation has "
+        "its own label)",
     )
     kendall = sub.add_parser("kendall")
     kendall.add_argument("--run", required=True)
@@ -340,7 +476,9 @@ def run(args: argparse.Namespace) -> str:
         return ways_shots(evaluations, Path(args.output)) + f"\nwrote PNGs in {args.output}"
     if args.command == "base-novel":
         return base_novel(evaluations, Path(args.output)) + f"\nwrote {args.output}"
-    return divergence(evaluations, args.r)
+    if args.command == "seeds":
+        return seeds_report(evaluations)
+    return divergence(evaluations, args.r, args.group_by)
 
 
 @user_faults(ValueError, FileNotFoundError, KeyError)

@@ -36,6 +36,7 @@ from learners.episode_source import (
 )
 from learners.learner_config import LearnerConfig
 from learners.mixed_precision import AMP_MODES
+from learners.recipe_files import apply_recipe, recipe_listing, recipe_record
 from learners.registry import (
     build_learner,
     is_episodic,
@@ -113,6 +114,15 @@ def add_learner_flags(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("learners.train", __doc__)
     parser.add_argument("--method", required=True, help=f"one of {', '.join(method_names())}")
+    parser.add_argument(
+        "--recipe",
+        default=None,
+        help="a paper's training recipe (learners/recipes/FAMILY/NAME.toml) as the defaults; "
+        "flags given override it",
+    )
+    parser.add_argument(
+        "--list-recipes", action="store_true", help="print the recipes and their sources"
+    )
     data = parser.add_mutually_exclusive_group(required=True)
     add_dataset_argument(
         data,
@@ -292,8 +302,16 @@ def train(
 
 @user_faults(ValueError, FileNotFoundError)
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--list-recipes" in argv:
+        print(recipe_listing())
+        return 0
+    parser = build_parser()
+    recipe, overridden = apply_recipe(parser, argv)
+    args = parser.parse_args(argv)
     config = run_config_from_args(args)
+    if recipe is not None:
+        config.extra.update(recipe_record(recipe, overridden, args))
     result = train(config, args.output, args.device, progress=not args.no_progress)
     if result.start_step >= config.total_steps:
         print(f"{args.output}: already trained for {result.start_step} steps; nothing to do")
@@ -310,7 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def resume_line(argv: Sequence[str]) -> str:
     """What Ctrl-C prints: where the run stands and the command that resumes it."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    apply_recipe(parser, argv)
+    args = parser.parse_args(argv)
     snapshots = list_snapshots(args.output)
     last = Path(args.output) / CHECKPOINTS / LAST  # the only one left with --keep-snapshots 0
     where = (

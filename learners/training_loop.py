@@ -227,6 +227,7 @@ def run_training(
             asked = time.perf_counter()
             item = next(items)
             result.data_waits.append(time.perf_counter() - asked)
+            learner.schedule_step(step, config.total_steps)  # learners.lr_schedule
             loss = learner.train_step(item)
             del item
             result.losses.append(loss)

@@ -355,7 +355,11 @@ def test_old_flat_multiclass_options_load_into_the_methods_dataclass() -> None:
     config = resolved_config(learner_config_from_dict(flat))
     assert (config.method, config.width, config.lr) == ("knn", 0.25, 0.001)
     assert config.options == MulticlassConfig(
-        knn_k=3, inference="knn", train_class_ids=[4, 5, 6], pretrain_augment=False
+        knn_k=3,
+        inference="knn",
+        train_class_ids=[4, 5, 6],
+        pretrain_augment=False,
+        mixup_per_sample=False,  # runs saved before the option drew one lambda per batch
     )
 
 

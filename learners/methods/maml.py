@@ -5,7 +5,11 @@ SGD steps of size `inner_lr`; the query loss of the adapted model trains theta. 
 per episode the head is not meta-learned: it starts at zero (MAML, ANIL) or at the Prototypical
 Network-equivalent layer W_k = 2 c_k, b_k = -||c_k||^2 with gradients flowing through that
 initialisation (Proto-MAML). ANIL adapts only the head (Raghu et al.; ATG sec. 3).
-BatchNorm always uses batch statistics (no running averages), as usual for MAML.
+BatchNorm's scale and offset stay fixed in the inner loop unless --adapt-batch-norm (Meta-Dataset's
+`MAMLLearner.adapt_batch_norm = False`, gin/learners/maml_config.gin; runs saved before the option
+adapted them and keep doing so). BatchNorm moments: each set's own by default (--batch-norm
+episode, as usual for MAML); --batch-norm support normalises the query with the support set's
+moments under the adapted weights (Meta-Dataset).
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.func import functional_call
 
+from learners.batch_norm import recording, replaying
 from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors
 from learners.inner_loop import Params, sgd_adapt
@@ -55,6 +61,9 @@ def default_inner_lr(variant: MamlVariant) -> float:
 class MamlConfig(MethodConfig):
     """The inner loop (Meta-Dataset sec. 2): SGD steps on the support set."""
 
+    # Runs saved before --adapt-batch-norm adapted BatchNorm.
+    legacy_defaults = {"adapt_batch_norm": True}
+
     inner_steps: int = option(5, "inner-loop SGD steps on the support set", minimum=0)
     inner_lr: float | None = option(
         None, "inner-loop step size (default 0.1, or 0.01 for Proto-MAML)", above=0
@@ -64,6 +73,10 @@ class MamlConfig(MethodConfig):
         "inner-loop steps at evaluation (default --inner-steps)",
         minimum=0,
         at_evaluation=True,
+    )
+    adapt_batch_norm: bool = option(
+        False,
+        "adapt BatchNorm's scale and offset in the inner loop (Meta-Dataset: no)",
     )
 
     def resolved(self, method: str) -> MamlConfig:
@@ -84,13 +97,23 @@ class MAML(Learner):
     """The MAML family; which variant runs is the registered name (`config.method`)."""
 
     options: MamlConfig
-    backbone_running_stats = False
+    default_batch_norm = "episode"
 
     def add_modules(self) -> None:
         """No module of its own (the head is per episode): the variant and its inner step size."""
         self.variant = MAML_VARIANTS[self.config.method]
         default_lr = default_inner_lr(self.variant)
         self.inner_lr = self.options.inner_lr if self.options.inner_lr is not None else default_lr
+
+    def adapted_backbone_names(self) -> set[str]:
+        """The backbone parameters the inner loop adapts: none (ANIL), every one, or every one
+        but BatchNorm's scale and offset (without --adapt-batch-norm)."""
+        if not self.variant.adapt_backbone:
+            return set()
+        names = {name for name, _ in self.backbone.named_parameters()}
+        if self.options.adapt_batch_norm:
+            return names
+        return names - batch_norm_parameter_names(self.backbone)
 
     def _features(self, params: Params, images: torch.Tensor) -> torch.Tensor:
         backbone_params = {k: v for k, v in params.items() if not k.startswith("head.")}
@@ -114,8 +137,9 @@ class MAML(Learner):
         weight, bias = self.initial_head(ep)
         fast: Params = {HEAD_WEIGHT: weight, HEAD_BIAS: bias}
         fixed: Params = {}
+        adapted = self.adapted_backbone_names()
         for name, parameter in self.backbone.named_parameters():
-            (fast if self.variant.adapt_backbone else fixed)[name] = parameter
+            (fast if name in adapted else fixed)[name] = parameter
         if not self.variant.adapt_backbone:
             support_features = self.backbone(ep.support_images)
 
@@ -130,12 +154,32 @@ class MAML(Learner):
 
         return {**fixed, **sgd_adapt(support_loss, fast, steps, self.inner_lr, first_order)}
 
+    def adapted_query_logits(self, params: Params, ep: EpisodeTensors) -> torch.Tensor:
+        """Query logits of the adapted model; under --batch-norm support the query is
+        normalised with the moments of the support set under the adapted weights."""
+        if self.batch_norm != "support":
+            return self._logits(params, ep.query_images)
+        with recording(self.backbone):
+            self._features(params, ep.support_images)
+        with replaying(self.backbone):
+            return self._logits(params, ep.query_images)
+
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
         if self.training:
             params = self.adapt(ep, self.options.inner_steps, self.variant.first_order)
-            return self._logits(params, ep.query_images)
+            return self.adapted_query_logits(params, ep)
         steps = self.options.eval_inner_steps
         steps = self.options.inner_steps if steps is None else steps
         with torch.enable_grad():  # adaptation needs gradients even at evaluation time
             params = self.adapt(ep, steps, first_order=True)
-            return self._logits(params, ep.query_images).detach()
+            return self.adapted_query_logits(params, ep).detach()
+
+
+def batch_norm_parameter_names(module: nn.Module) -> set[str]:
+    """Qualified names of the scale and offset of every BatchNorm layer in `module`."""
+    return {
+        f"{prefix}.{name}" if prefix else name
+        for prefix, layer in module.named_modules()
+        if isinstance(layer, nn.modules.batchnorm._BatchNorm)
+        for name, _ in layer.named_parameters(recurse=False)
+    }

@@ -1,8 +1,11 @@
 """Multiclass pre-training (cross-entropy over all training classes) and its episode inference.
 
 Training: label smoothing as in Dhillon et al. A.2 (1 - eps on the true class, eps / (K - 1)
-elsewhere), mixup (Zhang et al.; lambda ~ Beta(alpha, alpha)) and, with `pretrain_augment`, the
-augmentation of A.4, "the same for both pre-training and fine-tuning". Inference on an episode uses
+elsewhere), mixup (Zhang et al.; lambda ~ Beta(alpha, alpha), drawn per sample and folded to
+max(lambda, 1 - lambda) as fastai's MixUpCallback does for the authors' pretrain.py) and, with
+`pretrain_augment`, the augmentation of A.4, "the same for both pre-training and fine-tuning".
+Meta-Dataset's and ATG's baselines pre-train with plain cross-entropy and no augmentation
+(`--label-smoothing 0 --mixup-alpha 0 --no-pretrain-augment`, their recipes). Inference on an episode uses
 the feature extractor (network without its last linear layer) with the prototype classifier or
 k-NN, or the whole network's logits for support-based initialisation and (transductive)
 fine-tuning.
@@ -22,22 +25,29 @@ from learners.episode_batch import EpisodeTensors, images_to_tensor
 from learners.finetune import CosineHead, FinetuneOptions, finetune_query_logits
 from learners.finetune_augment import augment_images
 from learners.knn import KNN_METRICS, knn_logits
-from learners.learner import Learner, embed_episode
+from learners.learner import Learner
+from learners.md_finetune import MDFinetuneOptions, md_finetune_query_logits
 from learners.prototypes import class_prototypes, prototype_logits
 from learners.registry import register_learner
 
-INFERENCES = ("protonet", "knn", "support_init", "finetune", "transductive")
+INFERENCES = ("protonet", "knn", "support_init", "finetune", "transductive", "md_finetune")
 
 
 @dataclass
 class MulticlassConfig(MethodConfig):
     """Pre-training (Dhillon et al. sec. 4, A.2, A.4) and the episode inference (sec. 3, A.3)."""
 
+    # Runs saved before --mixup-per-sample drew one lambda per batch.
+    legacy_defaults = {"mixup_per_sample": False}
+
     label_smoothing: float = option(
         0.1, "label smoothing epsilon (Dhillon et al. A.2: 0.1; 0 turns it off)", minimum=0, below=1
     )
     mixup_alpha: float = option(
         0.25, "mixup Beta(alpha, alpha) (Dhillon et al. A.2: 0.25; 0 turns it off)", minimum=0
+    )
+    mixup_per_sample: bool = option(
+        True, "one mixup lambda per sample, max(l, 1 - l) (fastai); else one per batch"
     )
     pretrain_augment: bool = option(
         True, "pre-train on batches with the augmentation of Dhillon et al. A.4"
@@ -74,9 +84,51 @@ class MulticlassConfig(MethodConfig):
     finetune_augment: bool = option(
         True, "fine-tune with the augmentation of Dhillon et al. A.4", at_evaluation=True
     )
+    md_finetune_steps: int = option(
+        100, "Meta-Dataset Finetune: steps on the support set", minimum=0, at_evaluation=True
+    )
+    md_finetune_lr: float = option(
+        0.01, "Meta-Dataset Finetune: learning rate", above=0, at_evaluation=True
+    )
+    md_finetune_adam: bool = option(
+        True, "Meta-Dataset Finetune: Adam (else gradient descent)", at_evaluation=True
+    )
+    md_finetune_all_layers: bool = option(
+        False, "Meta-Dataset Finetune: fine-tune the embedding too", at_evaluation=True
+    )
+    md_finetune_cosine: bool = option(
+        True, "Meta-Dataset Finetune: cosine classifier head", at_evaluation=True
+    )
+    md_finetune_weight_norm: bool = option(
+        True, "Meta-Dataset Finetune: weight-normalised head", at_evaluation=True
+    )
+    md_finetune_multiplier: float = option(
+        10.0, "Meta-Dataset Finetune: cosine logits multiplier", above=0, at_evaluation=True
+    )
     train_class_ids: list[int] = option(
         [], "the training classes (learners.train fills them from the split)", cli=False
     )
+
+    def md_finetune_options(self) -> MDFinetuneOptions:
+        return MDFinetuneOptions(
+            steps=self.md_finetune_steps,
+            lr=self.md_finetune_lr,
+            adam=self.md_finetune_adam,
+            all_layers=self.md_finetune_all_layers,
+            cosine=self.md_finetune_cosine,
+            weight_norm=self.md_finetune_weight_norm,
+            cosine_multiplier=self.md_finetune_multiplier,
+        )
+
+
+def mixup_lambdas(batch: int, alpha: float, per_sample: bool) -> torch.Tensor:
+    """Mixup weights of the first image of each pair: one Beta(alpha, alpha) draw for the batch,
+    or one per sample folded to max(l, 1 - l) (fastai's MixUpCallback)."""
+    beta = torch.distributions.Beta(torch.tensor(float(alpha)), torch.tensor(float(alpha)))
+    if not per_sample:
+        return beta.sample().expand(batch)
+    draws = beta.sample((batch,))
+    return torch.maximum(draws, 1 - draws)
 
 
 def smoothed_targets(indices: torch.Tensor, classes: int, epsilon: float) -> torch.Tensor:
@@ -100,6 +152,7 @@ def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Ten
     spellings=("transductive_finetune",),
 )
 @register_learner("support_init", options=MulticlassConfig, fixed={"inference": "support_init"})
+@register_learner("md_finetune", options=MulticlassConfig, fixed={"inference": "md_finetune"})
 class MulticlassLearner(Learner):
     """Backbone + linear layer over `options.train_class_ids`, trained on (images, ids) batches."""
 
@@ -142,11 +195,12 @@ class MulticlassLearner(Learner):
             self.class_indices(class_ids), len(self.class_id_table), self.options.label_smoothing
         )
         if self.options.mixup_alpha > 0:
-            alpha = torch.tensor(float(self.options.mixup_alpha))
-            mix = float(torch.distributions.Beta(alpha, alpha).sample())
+            mix = mixup_lambdas(
+                inputs.shape[0], self.options.mixup_alpha, self.options.mixup_per_sample
+            ).to(self.device)
             perm = torch.randperm(inputs.shape[0]).to(self.device)
-            inputs = mix * inputs + (1 - mix) * inputs[perm]
-            targets = mix * targets + (1 - mix) * targets[perm]
+            inputs = mix.view(-1, 1, 1, 1) * inputs + (1 - mix.view(-1, 1, 1, 1)) * inputs[perm]
+            targets = mix.view(-1, 1) * targets + (1 - mix.view(-1, 1)) * targets[perm]
         assert self.optimizer is not None
         self.optimizer.zero_grad(set_to_none=True)
         with self.precision.autocast():
@@ -171,6 +225,10 @@ class MulticlassLearner(Learner):
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
         inference = self.options.inference
+        if inference == "md_finetune":
+            return md_finetune_query_logits(
+                self.backbone, ep, self.options.md_finetune_options(), self.batch_norm
+            )
         if inference in ("finetune", "transductive"):
             options = self.finetune_options(transductive=inference == "transductive")
             return finetune_query_logits(self.network(), ep, options, self.normalization)
@@ -180,7 +238,7 @@ class MulticlassLearner(Learner):
                 network(ep.support_images), ep.support_labels, ep.ways, self.options.finetune_relu
             )
             return head(network(ep.query_images))
-        support, query = embed_episode(self.backbone, ep)
+        support, query = self.embed_episode(ep)
         if inference == "knn":
             return knn_logits(
                 query,

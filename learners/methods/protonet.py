@@ -8,7 +8,7 @@ import torch
 
 from learners.config_fields import MethodConfig
 from learners.episode_batch import EpisodeTensors
-from learners.learner import Learner, embed_episode
+from learners.learner import Learner
 from learners.prototypes import class_prototypes, prototype_logits
 from learners.registry import register_learner
 
@@ -23,5 +23,5 @@ class ProtoNet(Learner):
     """Episodic training of the embedding with the prototype classifier."""
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
-        support, query = embed_episode(self.backbone, ep)
+        support, query = self.embed_episode(ep)
         return prototype_logits(query, class_prototypes(support, ep.support_labels, ep.ways))

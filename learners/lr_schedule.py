@@ -1,0 +1,102 @@
+"""Learning-rate schedules of the papers' training recipes, as pure functions of the step.
+
+- `constant`: the base rate throughout.
+- `exponential`: Meta-Dataset's staircase decay, lr * decay_rate ** floor(t / decay_every) with
+  t the number of updates already made (`tf.train.exponential_decay(..., staircase=True)` on the
+  global step, meta_dataset/trainer.py; `decay_every`, `decay_rate` in each gin/best/*.gin).
+- `cosine-cycles`: Dhillon et al.'s pre-training (few-shot-baseline pretrain.py: two cycles,
+  each `cycle_multiplier` times longer than the one before, the peak rate multiplied by 0.1 per
+  cycle, each annealed from its peak to 0 by fastai's annealing_cos,
+  end + (start - end) / 2 * (1 + cos(pi * pct))).
+
+The cosine schedule needs its length (the run's total steps when training started); it is kept
+in the optimiser's parameter groups (`schedule_horizon`), so it is saved in every checkpoint
+and a resumed run, even one continued with a larger --episodes, follows the same curve.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+LR_SCHEDULES = ("constant", "exponential", "cosine-cycles")
+HORIZON_KEY = "schedule_horizon"
+BASE_LR_KEY = "schedule_base_lr"
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """The schedule's name and its constants (the LearnerConfig fields of the same names)."""
+
+    name: str = "constant"
+    decay_every: int = 5000
+    decay_rate: float = 0.5
+    cycles: int = 2
+    cycle_multiplier: float = 2.0
+    cycle_lr_factor: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.name not in LR_SCHEDULES:
+            raise ValueError(
+                f"--lr-schedule {self.name}: expected one of {', '.join(LR_SCHEDULES)}"
+            )
+
+
+def exponential_lr(base: float, updates_done: int, decay_every: int, decay_rate: float) -> float:
+    """Staircase decay: base * decay_rate ** floor(updates_done / decay_every)."""
+    return base * decay_rate ** (updates_done // decay_every)
+
+
+def cycle_lengths(horizon: int, cycles: int, multiplier: float) -> list[int]:
+    """Steps of each cosine cycle: proportional to multiplier ** c, summing to `horizon`."""
+    weights = [multiplier**c for c in range(cycles)]
+    bounds = [round(horizon * sum(weights[: c + 1]) / sum(weights)) for c in range(cycles)]
+    return [b - a for a, b in zip([0, *bounds[:-1]], bounds)]
+
+
+def cosine_cycles_lr(
+    base: float, updates_done: int, horizon: int, cycles: int, multiplier: float, factor: float
+) -> float:
+    """The rate of update number `updates_done` (0-based) in the cosine cycles: within cycle c
+    of length L_c, at position i, base * factor**c / 2 * (1 + cos(pi * i / L_c)); 0 after the
+    last cycle."""
+    start = 0
+    for cycle, length in enumerate(cycle_lengths(horizon, cycles, multiplier)):
+        if updates_done < start + length:
+            pct = (updates_done - start) / length
+            return base * factor**cycle / 2 * (1 + math.cos(math.pi * pct))
+        start += length
+    return 0.0
+
+
+def scheduled_lr(config: ScheduleConfig, base: float, updates_done: int, horizon: int) -> float:
+    """The learning rate of the update after `updates_done` updates."""
+    if config.name == "exponential":
+        return exponential_lr(base, updates_done, config.decay_every, config.decay_rate)
+    if config.name == "cosine-cycles":
+        return cosine_cycles_lr(
+            base,
+            updates_done,
+            horizon,
+            config.cycles,
+            config.cycle_multiplier,
+            config.cycle_lr_factor,
+        )
+    return base
+
+
+def apply_schedule(
+    optimizer: torch.optim.Optimizer, config: ScheduleConfig, step: int, total_steps: int
+) -> float:
+    """Set every parameter group's rate for training step `step` (1-based) and return it. The
+    base rate and the horizon are fixed at the first call and stored in the groups (saved with
+    the optimiser's state_dict, restored on resume)."""
+    rate = 0.0
+    for group in optimizer.param_groups:
+        group.setdefault(BASE_LR_KEY, group["lr"])
+        group.setdefault(HORIZON_KEY, total_steps)
+        rate = scheduled_lr(config, group[BASE_LR_KEY], step - 1, group[HORIZON_KEY])
+        group["lr"] = rate
+    return rate
