@@ -94,6 +94,5 @@ def masked_means(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def unstack_logits(logits: torch.Tensor, stack: EpisodeStack) -> list[torch.Tensor]:
     """(B, Q, W) padded query logits -> each episode's (Q_b, ways_b) logits."""
     return [
-        logits[index, : len(ep.query_labels), : ep.ways]
-        for index, ep in enumerate(stack.episodes)
+        logits[index, : len(ep.query_labels), : ep.ways] for index, ep in enumerate(stack.episodes)
     ]

@@ -112,9 +112,7 @@ def draw_augmentation(
     return draws.to(device) if generator is not None else draws
 
 
-def apply_flip_and_crop(
-    images: torch.Tensor, draws: AugmentDraws, pad: int = PAD
-) -> torch.Tensor:
+def apply_flip_and_crop(images: torch.Tensor, draws: AugmentDraws, pad: int = PAD) -> torch.Tensor:
     """Flip the rows `draws.flips` left-right, reflection-pad by `pad`, crop back to size at
     (`draws.tops`, `draws.lefts`) (offset `pad` in both axes and no flip is the identity)."""
     count, channels, height, width = images.shape
