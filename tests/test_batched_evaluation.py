@@ -152,6 +152,10 @@ def tiny_learner(method: str, **options) -> object:
         ("protonet", {}, "shared_backbone"),
         ("matching", {}, "shared_backbone"),
         ("relation", {}, "shared_backbone"),
+        ("maml", {"inner_steps": 2}, "maml"),
+        ("fomaml", {"inner_steps": 2}, "maml"),
+        ("anil", {"inner_steps": 2}, "maml"),
+        ("protomaml", {"inner_steps": 2}, "maml"),
     ],
 )
 def test_evaluate_episodes_gives_the_same_records_at_any_batch_size(method, options, kind):
