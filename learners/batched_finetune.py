@@ -59,22 +59,42 @@ def batched_augment(
     draws from `generators[b]` (in the order one-at-a-time fine-tuning draws them), padding
     the identity."""
     batch, count = images.shape[:2]
+    reals = [int(real) for real in mask.sum(dim=1).tolist()]
+    # Generators draw on the CPU: gather all draws there and copy them to the device once.
+    cpu = all(generator is not None for generator in generators)
+    where = torch.device("cpu") if cpu else images.device
     parts = []
     for index in range(batch):
-        real = int(mask[index].sum())
-        parts.append(draw_augmentation(real, images.device, generators[index]))
-        if real < count:
-            parts.append(AugmentDraws.identity(count - real, device=images.device))
-    flat = apply_augmentation(images.flatten(0, 1), AugmentDraws.cat(parts), normalization)
+        parts.append(draw_augmentation(reals[index], where, generators[index]))
+        if reals[index] < count:
+            parts.append(AugmentDraws.identity(count - reals[index], device=where))
+    draws = AugmentDraws.cat(parts).to(images.device)
+    flat = apply_augmentation(images.flatten(0, 1), draws, normalization)
     return flat.view_as(images)
 
 
-class StackedNetwork:
-    """B copies of a network: stacked parameters and buffers, one vmapped functional call."""
+STACKINGS = ("auto", "vmap", "loop")
 
-    def __init__(self, network: nn.Module, stack: EpisodeStack):
-        self.padded = stack.padded
-        if self.padded:
+
+def resolved_stacking(stacking: str, device: torch.device) -> str:
+    """'auto' is `vmap` on accelerators (where batching saves kernel launches) and `loop` on
+    the CPU (where vmap's grouped convolutions and batched BatchNorm run slower than B plain
+    calls; benchmarks/evaluate.py measures both)."""
+    if stacking not in STACKINGS:
+        raise ValueError(f"stacking {stacking!r}: expected one of {STACKINGS}")
+    if stacking == "auto":
+        return "loop" if device.type == "cpu" else "vmap"
+    return stacking
+
+
+class StackedNetwork:
+    """B copies of a network: stacked parameters and buffers, run by one vmapped functional
+    call (`vmap`) or one functional call per copy on its real images (`loop`); either way one
+    set of stacked tensors for the optimiser."""
+
+    def __init__(self, network: nn.Module, stack: EpisodeStack, stacking: str = "vmap"):
+        self.stacking = stacking
+        if stack.padded and stacking == "vmap":
             self.module, self.mask_names = with_masked_batch_norm(network)
         else:
             self.module, self.mask_names = copy.deepcopy(network), []
@@ -85,7 +105,10 @@ class StackedNetwork:
         self.buffers = stacked_copies(list(self.module.named_buffers()), count)
 
     def __call__(self, images: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """(B, N, C, H, W) images -> (B, N, K) outputs, episode b through copy b."""
+        """(B, N, C, H, W) images -> (B, N, K) outputs, episode b through copy b (rows of
+        padded images: zeros in `loop`, unused values in `vmap`)."""
+        if self.stacking == "loop":
+            return self._loop(images, mask)
         buffers = dict(self.buffers)
         for name in self.mask_names:
             buffers[name] = mask
@@ -94,6 +117,16 @@ class StackedNetwork:
             return functional_call(self.module, (params, buffers), (x,))
 
         return vmap(one)(self.params, buffers, images)
+
+    def _loop(self, images: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        outputs = []
+        for index, real in enumerate(mask.sum(dim=1).tolist()):
+            params = {name: value[index] for name, value in self.params.items()}
+            buffers = {name: value[index] for name, value in self.buffers.items()}
+            out = functional_call(self.module, (params, buffers), (images[index, : int(real)],))
+            outputs.append(out)
+        count = images.shape[1]
+        return torch.stack([F.pad(out, (0, 0, 0, count - out.shape[0])) for out in outputs])
 
 
 def cosine_head_init(
@@ -118,15 +151,17 @@ def batched_finetune_query_logits(
     normalization: Normalization = Normalization(),
     generators: Sequence[torch.Generator | None] | None = None,
     autocast: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
+    stacking: str = "auto",
 ) -> list[torch.Tensor]:
     """Each episode's (Q, ways) query logits after fine-tuning its own copy of `network`
     (images -> logits over training classes); `network` is left unchanged. `generators[b]`
-    draws episode b's augmentation (None: the global stream)."""
+    draws episode b's augmentation (None: the global stream); `stacking`: see
+    `resolved_stacking`."""
     stack = stack_episodes(episodes)
     generators = list(generators) if generators is not None else [None] * stack.size
     if len(generators) != stack.size:
         raise ValueError(f"{len(generators)} generators for {stack.size} episodes")
-    net = StackedNetwork(network, stack)
+    net = StackedNetwork(network, stack, resolved_stacking(stacking, stack.support_images.device))
     head = torch.func.vmap(cosine_classifier_logits, in_dims=(0, 0, 0, None))
 
     def logits(images: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

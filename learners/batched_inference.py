@@ -2,8 +2,10 @@
 
 Which batching a learner gets:
 - multiclass runs with fine-tuning inference (`finetune`, `transductive`): one copy of the
-  network per episode, fine-tuned together (`learners.batched_finetune`);
-- the MAML family: the evaluation inner loop of all episodes at once (`learners.batched_maml`);
+  network per episode, fine-tuned together (`learners.batched_finetune`: under vmap on
+  accelerators, one call per copy on the CPU, with one augmentation call and one Adam step);
+- the MAML family: the evaluation inner loop of all episodes at once (`learners.batched_maml`;
+  on accelerators: on the CPU, where vmap's grouped convolutions are slower, one at a time);
 - every learner whose backbone treats images independently at evaluation (BatchNorm with running
   statistics: ProtoNet, Matching, Relation, multiclass protonet/knn/support_init): one backbone
   pass over all episodes' images, then the learner's own `query_logits` per episode on those
@@ -24,7 +26,7 @@ import torch
 from torch import nn
 
 from learners.backbones import Backbone
-from learners.batched_finetune import batched_finetune_query_logits
+from learners.batched_finetune import batched_finetune_query_logits, resolved_stacking
 from learners.episode_batch import EpisodeTensors
 from learners.finetune_augment import augmentation_generator
 from learners.learner import Learner
@@ -129,18 +131,28 @@ def batched_query_logits(
     episodes: Sequence[EpisodeTensors],
     generators: Sequence[torch.Generator],
     autocast: Autocast = contextlib.nullcontext,
+    stacking: str = "auto",
 ) -> list[torch.Tensor]:
-    """Each episode's (Q, ways) query logits, computed together where the learner allows."""
+    """Each episode's (Q, ways) query logits, computed together where the learner allows.
+    `stacking` (see `learners.batched_finetune.resolved_stacking`): how per-episode copies
+    run; the MAML family is batched only with `vmap` (its `loop` is one at a time)."""
     if len(episodes) == 1:
         return one_at_a_time_logits(learner, episodes, generators, autocast)
     learner.eval()
     kind = batching_kind(learner)
+    stacking = resolved_stacking(stacking, learner.device)
     if kind == "finetune":
         options = learner.finetune_options(transductive=learner.options.inference == "transductive")
         return batched_finetune_query_logits(
-            learner.network(), episodes, options, learner.normalization, generators, autocast
+            learner.network(),
+            episodes,
+            options,
+            learner.normalization,
+            generators,
+            autocast,
+            stacking,
         )
-    if kind == "maml":
+    if kind == "maml" and stacking == "vmap":
         from learners.batched_maml import batched_maml_query_logits
 
         return batched_maml_query_logits(learner, episodes, autocast)

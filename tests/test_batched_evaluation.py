@@ -64,7 +64,7 @@ def test_batched_transductive_finetuning_matches_one_at_a_time_on_100_episodes()
     for start in range(0, len(eps), 25):
         chunk = eps[start : start + 25]
         batched += batched_finetune_query_logits(
-            network, chunk, options, generators=generators(len(chunk), start)
+            network, chunk, options, generators=generators(len(chunk), start), stacking="vmap"
         )
     initial = one_at_a_time(network, eps, FinetuneOptions(epochs=0))
     predictions = [torch.cat([lg.argmax(1) for lg in run]) for run in (alone, batched, initial)]
@@ -102,20 +102,29 @@ def test_an_episode_is_unchanged_by_a_very_different_neighbour() -> None:
     other.support_images = other.support_images * 5 + 3
     other.query_images = other.query_images * 5 + 3
     options = FinetuneOptions(epochs=4, lr=1e-3, transductive=True)
-    alone = batched_finetune_query_logits(network, [target], options, generators=generators(1))
+    alone = batched_finetune_query_logits(
+        network, [target], options, generators=generators(1), stacking="vmap"
+    )
     paired = batched_finetune_query_logits(
-        network, [target, other], options, generators=generators(1) + generators(1, 5)
+        network,
+        [target, other],
+        options,
+        generators=generators(1) + generators(1, 5),
+        stacking="vmap",
     )
     assert torch.allclose(alone[0], paired[0], atol=1e-4)
     reference = one_at_a_time(network, [other], options, start=5)[0]
     assert torch.allclose(paired[1], reference, atol=1e-3)
 
 
-def test_mixed_ways_and_shots_are_padded_and_masked() -> None:
+@pytest.mark.parametrize("stacking", ["vmap", "loop"])
+def test_mixed_ways_and_shots_are_padded_and_masked(stacking: str) -> None:
     network, eps = tiny_network(), episodes(MIXED, 6)
     assert len({(ep.ways, len(ep.support_labels)) for ep in eps}) > 1
     options = FinetuneOptions(epochs=3, lr=1e-3, transductive=True)
-    batched = batched_finetune_query_logits(network, eps, options, generators=generators(6))
+    batched = batched_finetune_query_logits(
+        network, eps, options, generators=generators(6), stacking=stacking
+    )
     for ep, logits, reference in zip(eps, batched, one_at_a_time(network, eps, options)):
         assert logits.shape == (len(ep.query_labels), ep.ways)
         assert torch.allclose(logits, reference, atol=1e-3)
@@ -172,8 +181,11 @@ def test_evaluate_episodes_gives_the_same_records_at_any_batch_size(method, opti
     one, four = ([r.accuracy for r in records] for records in runs)
     assert np.allclose(one, four, atol=1e-9)
     logits_one = batched_query_logits(learner, episodes(MIXED, 1, seed=2), generators(1))
-    logits_two = batched_query_logits(learner, episodes(MIXED, 2, seed=2), generators(2))
-    assert torch.allclose(logits_one[0], logits_two[0], atol=1e-4)
+    for stacking in ("vmap", "loop"):
+        eps = episodes(MIXED, 3, seed=2)
+        logits = batched_query_logits(learner, eps, generators(3), stacking=stacking)
+        assert torch.allclose(logits_one[0], logits[0], atol=1e-4)
+        assert [tuple(lg.shape) for lg in logits] == [(len(e.query_labels), e.ways) for e in eps]
 
 
 def test_default_batch_size_from_free_memory_and_bad_values() -> None:
