@@ -151,11 +151,14 @@ def batch_logits(
 ) -> list[torch.Tensor]:
     """`batched_query_logits`, halving the batch while the device runs out of memory (results
     do not depend on the batch size, so halving changes no number)."""
+    states = [generator.get_state() for generator in generators]
     try:
         return batched_query_logits(learner, episodes, generators, autocast)
     except (torch.OutOfMemoryError, RuntimeError) as error:
         if len(episodes) == 1 or not _is_out_of_memory(error):
             raise
+    for generator, state in zip(generators, states):  # the retry draws what this try drew
+        generator.set_state(state)
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     half = len(episodes) // 2

@@ -196,3 +196,26 @@ def test_default_batch_size_from_free_memory_and_bad_values() -> None:
         episodes_per_batch_for_memory(10, 0)
     with pytest.raises(ValueError, match="--episodes-per-batch 0: expected >= 1"):
         evaluate_episodes(tiny_learner("protonet"), [], 1, episodes_per_batch=0)
+
+
+def test_evaluation_runs_under_the_runs_amp() -> None:
+    """bf16 autocast engages in the batched pass (logits move by bf16 rounding, predictions
+    mostly stay)."""
+    from learners.mixed_precision import MixedPrecision
+
+    learner = tiny_learner("protonet")
+    eps = episodes(FIXED, 3)
+    exact = batched_query_logits(learner, eps, generators(3))
+    bf16 = batched_query_logits(learner, eps, generators(3), MixedPrecision("bf16").autocast)
+    assert any(not torch.equal(a, b) for a, b in zip(exact, bf16))
+    for a, b in zip(exact, bf16):
+        assert torch.allclose(a, b, rtol=0.05, atol=0.05 * float(a.abs().max()))
+
+
+def test_a_bad_batch_size_is_one_line_before_any_work(tmp_path, capsys) -> None:
+    from learners import evaluate
+
+    code = evaluate.main(["--run", str(tmp_path / "none"), "--episodes-per-batch", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1
+    assert "--episodes-per-batch 0: expected >= 1" in err[0]
