@@ -219,3 +219,36 @@ def test_a_bad_batch_size_is_one_line_before_any_work(tmp_path, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1
     assert "--episodes-per-batch 0: expected >= 1" in err[0]
+
+
+def test_a_batch_out_of_memory_is_halved_with_the_same_draws(monkeypatch) -> None:
+    """Fault injection: batches of more than 2 episodes 'run out of memory' after drawing some
+    augmentation; the halves redraw from the restored generators, so the records equal those
+    of batches of 2."""
+    import learners.episode_eval as episode_eval
+
+    real = episode_eval.batched_query_logits
+    attempts = []
+
+    def limited(learner, eps, gens, autocast):  # noqa: ANN001, ANN202
+        attempts.append(len(eps))
+        if len(eps) > 2:
+            for generator in gens:
+                torch.rand(5, generator=generator)  # a partial try consumed draws
+            raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+        return real(learner, eps, gens, autocast)
+
+    learner = tiny_learner("transductive", finetune_epochs=2, train_class_ids=list(range(12)))
+    source = SyntheticEpisodeSource("test", seed=2, config=FIXED)
+
+    def run(per_batch: int) -> list[float]:
+        eps = (source.episode(i) for i in range(6))
+        records, _ = evaluate_episodes(
+            learner, eps, 6, progress=False, episodes_per_batch=per_batch
+        )
+        return [r.accuracy for r in records]
+
+    reference = run(2)
+    monkeypatch.setattr(episode_eval, "batched_query_logits", limited)
+    assert run(6) == reference
+    assert attempts[0] == 6 and max(attempts[1:]) <= 3
