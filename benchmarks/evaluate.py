@@ -54,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--episodes", type=int, default=8, help="episodes per mode and round")
     parser.add_argument("--episodes-per-batch", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--stacking",
+        default="auto",
+        choices=("auto", "vmap", "loop"),
+        help="how per-episode copies run (auto: vmap on GPUs, loop on the CPU)",
+    )
     parser.add_argument("--amp", default="off", choices=("off", "bf16", "fp16"))
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--json", default=None, help="also write the numbers to this file")
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
                 progress=False,
                 episodes_per_batch=per_batch,
                 amp=args.amp,
+                stacking=args.stacking,
             )
             if args.device.startswith("cuda"):
                 torch.cuda.synchronize()
@@ -107,13 +114,15 @@ def run(args: argparse.Namespace) -> dict[str, float]:
         "one_at_a_time_episodes_per_s": one,
         "batched_episodes_per_s": batched,
         "episodes_per_batch": args.episodes_per_batch,
+        "stacking": args.stacking,
         "ratio": batched / one,
         "episodes_with_equal_accuracy": same / len(tensors),
     }
     print(
         f"{args.backbone} {args.inference} {args.ways}-way {args.shots}-shot {args.query}-query "
         f"{args.image_size}px, {args.epochs} epochs, {args.device}, torch threads "
-        f"{torch.get_num_threads()}: one at a time {one:.3f} episodes/s, "
+        f"{torch.get_num_threads()}, stacking {args.stacking}: "
+        f"one at a time {one:.3f} episodes/s, "
         f"B={args.episodes_per_batch} {batched:.3f} episodes/s, ratio {batched / one:.2f}x; "
         f"equal episode accuracies {same}/{len(tensors)}"
     )

@@ -148,12 +148,13 @@ def batch_logits(
     episodes: Sequence[EpisodeTensors],
     generators: Sequence[torch.Generator],
     autocast: Callable[[], AbstractContextManager[Any]],
+    stacking: str = "auto",
 ) -> list[torch.Tensor]:
     """`batched_query_logits`, halving the batch while the device runs out of memory (results
     do not depend on the batch size, so halving changes no number)."""
     states = [generator.get_state() for generator in generators]
     try:
-        return batched_query_logits(learner, episodes, generators, autocast)
+        return batched_query_logits(learner, episodes, generators, autocast, stacking)
     except (torch.OutOfMemoryError, RuntimeError) as error:
         if len(episodes) == 1 or not _is_out_of_memory(error):
             raise
@@ -162,9 +163,8 @@ def batch_logits(
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     half = len(episodes) // 2
-    return batch_logits(learner, episodes[:half], generators[:half], autocast) + batch_logits(
-        learner, episodes[half:], generators[half:], autocast
-    )
+    first = batch_logits(learner, episodes[:half], generators[:half], autocast, stacking)
+    return first + batch_logits(learner, episodes[half:], generators[half:], autocast, stacking)
 
 
 def evaluate_episodes(
@@ -177,9 +177,11 @@ def evaluate_episodes(
     episodes_per_batch: int = 1,
     seed: int = 0,
     amp: str = "off",
+    stacking: str = "auto",
 ) -> tuple[list[EpisodeRecord], list[dict[str, Any]]]:
     """Evaluate the first `count` episodes, `episodes_per_batch` at a time (`amp`: autocast as
-    the run trained); fails clearly if the source has fewer. Episode i's random draws come from
+    the run trained; `stacking`: see `learners.batched_finetune.resolved_stacking`); fails
+    clearly if the source has fewer. Episode i's random draws come from
     `episode_generator(seed, i)` whatever the batch size."""
     if episodes_per_batch < 1:
         raise ValueError(f"--episodes-per-batch {episodes_per_batch}: expected >= 1")
@@ -194,7 +196,7 @@ def evaluate_episodes(
         while chunk := list(itertools.islice(source, episodes_per_batch)):
             tensors = [learner.to_tensors(episode) for _, episode in chunk]
             generators = [episode_generator(seed, index) for index, _ in chunk]
-            logits = batch_logits(learner, tensors, generators, autocast)
+            logits = batch_logits(learner, tensors, generators, autocast, stacking)
             for (index, _), ep, values in zip(chunk, tensors, logits):
                 record, rows = episode_records(ep, values, index, hardness)
                 records.append(record)

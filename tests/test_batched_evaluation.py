@@ -230,13 +230,13 @@ def test_a_batch_out_of_memory_is_halved_with_the_same_draws(monkeypatch) -> Non
     real = episode_eval.batched_query_logits
     attempts = []
 
-    def limited(learner, eps, gens, autocast):  # noqa: ANN001, ANN202
+    def limited(learner, eps, gens, autocast, stacking):  # noqa: ANN001, ANN202
         attempts.append(len(eps))
         if len(eps) > 2:
             for generator in gens:
                 torch.rand(5, generator=generator)  # a partial try consumed draws
             raise torch.OutOfMemoryError("CUDA out of memory (injected)")
-        return real(learner, eps, gens, autocast)
+        return real(learner, eps, gens, autocast, stacking)
 
     learner = tiny_learner("transductive", finetune_epochs=2, train_class_ids=list(range(12)))
     source = SyntheticEpisodeSource("test", seed=2, config=FIXED)
