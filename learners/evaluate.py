@@ -129,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="episodes evaluated together (default: from the GPU's free memory, "
-        f"{CPU_EPISODES_PER_BATCH} on CPU; 1 is the one-at-a-time loop; results do not depend on it)",
+        f"{CPU_EPISODES_PER_BATCH} on CPU; 1 is the one-at-a-time loop; results do not "
+        "depend on it)",
     )
     taken: set[str] = set()
     for options in method_option_classes():
