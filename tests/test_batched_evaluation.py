@@ -15,7 +15,7 @@ from learners.backbones import BackboneConfig, build_backbone
 from learners.batched_batch_norm import MaskedBatchNorm2d, with_masked_batch_norm
 from learners.batched_finetune import batched_augment, batched_finetune_query_logits
 from learners.batched_inference import batched_query_logits, batching_kind
-from learners.batched_memory import episodes_per_batch_for_memory
+from learners.batched_memory import activation_bytes_per_image, episodes_per_batch_for_memory
 from learners.episode_batch import Normalization, episode_to_tensors
 from learners.episode_eval import episode_generator, evaluate_episodes
 from learners.finetune import FinetuneOptions, finetune_query_logits
@@ -192,6 +192,8 @@ def test_default_batch_size_from_free_memory_and_bad_values() -> None:
     assert episodes_per_batch_for_memory(10_000, 1_000) == 5  # half of the free memory
     assert episodes_per_batch_for_memory(10_000, 50_000) == 1  # never below one
     assert episodes_per_batch_for_memory(10**12, 1, most=64) == 64
+    probe = nn.Sequential(nn.Conv2d(3, 2, 1), nn.ReLU())  # two leaves, 2x4x4 floats each
+    assert activation_bytes_per_image(probe, 4, torch.device("cpu")) == 2 * 2 * 4 * 4 * 4
     with pytest.raises(ValueError, match="episode footprint"):
         episodes_per_batch_for_memory(10, 0)
     with pytest.raises(ValueError, match="--episodes-per-batch 0: expected >= 1"):
