@@ -96,3 +96,19 @@ def unstack_logits(logits: torch.Tensor, stack: EpisodeStack) -> list[torch.Tens
     return [
         logits[index, : len(ep.query_labels), : ep.ways] for index, ep in enumerate(stack.episodes)
     ]
+
+
+def size_buckets(sizes: Sequence[int], ratio: float = 2.0) -> list[list[int]]:
+    """Positions of `sizes` grouped so that within a group the largest is at most `ratio` times
+    the smallest (sorted by size; padding a group to its largest then wastes less than half of
+    it). Every position appears once."""
+    if ratio < 1:
+        raise ValueError(f"bucket ratio must be >= 1, got {ratio}")
+    order = sorted(range(len(sizes)), key=lambda position: sizes[position])
+    buckets: list[list[int]] = []
+    for position in order:
+        if buckets and sizes[position] <= ratio * max(sizes[buckets[-1][0]], 1):
+            buckets[-1].append(position)
+        else:
+            buckets.append([position])
+    return buckets

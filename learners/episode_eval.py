@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from learners.batched_episodes import size_buckets
 from learners.batched_inference import batched_query_logits
 from learners.episode_batch import EpisodeTensors
 from learners.learner import Learner
@@ -196,7 +197,18 @@ def evaluate_episodes(
         while chunk := list(itertools.islice(source, episodes_per_batch)):
             tensors = [learner.to_tensors(episode) for _, episode in chunk]
             generators = [episode_generator(seed, index) for index, _ in chunk]
-            logits = batch_logits(learner, tensors, generators, autocast, stacking)
+            logits: list[torch.Tensor] = [torch.empty(0)] * len(chunk)
+            sizes = [len(ep.support_labels) + len(ep.query_labels) for ep in tensors]
+            for bucket in size_buckets(sizes):  # similar sizes together: less padding
+                values = batch_logits(
+                    learner,
+                    [tensors[i] for i in bucket],
+                    [generators[i] for i in bucket],
+                    autocast,
+                    stacking,
+                )
+                for position, value in zip(bucket, values):
+                    logits[position] = value
             for (index, _), ep, values in zip(chunk, tensors, logits):
                 record, rows = episode_records(ep, values, index, hardness)
                 records.append(record)

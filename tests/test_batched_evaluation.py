@@ -13,6 +13,7 @@ from torch import nn
 
 from learners.backbones import BackboneConfig, build_backbone
 from learners.batched_batch_norm import MaskedBatchNorm2d, with_masked_batch_norm
+from learners.batched_episodes import size_buckets
 from learners.batched_finetune import batched_augment, batched_finetune_query_logits
 from learners.batched_inference import batched_query_logits, batching_kind
 from learners.batched_memory import activation_bytes_per_image, episodes_per_batch_for_memory
@@ -128,6 +129,18 @@ def test_mixed_ways_and_shots_are_padded_and_masked(stacking: str) -> None:
     for ep, logits, reference in zip(eps, batched, one_at_a_time(network, eps, options)):
         assert logits.shape == (len(ep.query_labels), ep.ways)
         assert torch.allclose(logits, reference, atol=1e-3)
+
+
+def test_size_buckets_keep_padding_under_half() -> None:
+    sizes = [80, 500, 90, 260, 79, 1000, 30]
+    buckets = size_buckets(sizes)
+    assert sorted(p for bucket in buckets for p in bucket) == list(range(len(sizes)))
+    for bucket in buckets:
+        assert max(sizes[p] for p in bucket) <= 2 * min(sizes[p] for p in bucket)
+    assert buckets == [[6], [4, 0, 2], [3, 1], [5]]
+    assert size_buckets([75] * 8) == [list(range(8))]  # fixed shapes: one batch
+    with pytest.raises(ValueError, match="bucket ratio"):
+        size_buckets(sizes, ratio=0.5)
 
 
 def test_masked_batch_norm_counts_only_real_images() -> None:
