@@ -3,6 +3,8 @@
     python -m benchmarks.evaluate [--episodes 8] [--episodes-per-batch 8] [--rounds 2]
     python -m benchmarks.evaluate --device cuda --backbone resnet12 --image-size 84 \
         --episodes 200 --episodes-per-batch 32 --amp bf16
+    python -m benchmarks.evaluate --device cuda --backbone resnet12 --variable --query 10 \
+        --episodes 32 --episodes-per-batch 16 --rounds 1   # Meta-Dataset-sized episodes
 
 A multiclass learner (random weights: speed does not depend on them) evaluates the same
 synthetic episodes (5-way 1-shot 15-query by default) with transductive fine-tuning (Dhillon et
@@ -51,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ways", type=int, default=5)
     parser.add_argument("--shots", type=int, default=1)
     parser.add_argument("--query", type=int, default=15)
+    parser.add_argument(
+        "--variable",
+        action="store_true",
+        help="Meta-Dataset-like variable episodes: 5..--max-ways ways, 1..--max-shots shots "
+        "each (up to 500 support images by default), --query queries per way",
+    )
+    parser.add_argument("--max-ways", type=int, default=50)
+    parser.add_argument("--max-shots", type=int, default=10)
     parser.add_argument("--episodes", type=int, default=8, help="episodes per mode and round")
     parser.add_argument("--episodes-per-batch", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
@@ -79,8 +89,18 @@ def run(args: argparse.Namespace) -> dict[str, float]:
         train_class_ids=list(range(64)),
     )
     learner = build_learner(config).to(args.device)
-    episodes = SyntheticEpisodeConfig(ways=args.ways, shots=args.shots, queries=args.query)
-    data = BlobDataset(BlobDatasetConfig(image_size=args.image_size))
+    if args.variable:
+        episodes = SyntheticEpisodeConfig(
+            ways=None,
+            shots=None,
+            queries=args.query,
+            max_ways=args.max_ways,
+            max_shots=args.max_shots,
+        )
+    else:
+        episodes = SyntheticEpisodeConfig(ways=args.ways, shots=args.shots, queries=args.query)
+    classes = max(8, args.max_ways if args.variable else args.ways)
+    data = BlobDataset(BlobDatasetConfig(image_size=args.image_size, test_classes=classes))
     source = SyntheticEpisodeSource("test", seed=0, config=episodes, dataset=data)
     tensors = [learner.to_tensors(source.episode(i)) for i in range(args.episodes)]
     rates: dict[int, list[float]] = {1: [], args.episodes_per_batch: []}
@@ -118,8 +138,13 @@ def run(args: argparse.Namespace) -> dict[str, float]:
         "ratio": batched / one,
         "episodes_with_equal_accuracy": same / len(tensors),
     }
+    shape = (
+        f"variable (5..{args.max_ways}-way, 1..{args.max_shots}-shot)"
+        if args.variable
+        else f"{args.ways}-way {args.shots}-shot"
+    )
     print(
-        f"{args.backbone} {args.inference} {args.ways}-way {args.shots}-shot {args.query}-query "
+        f"{args.backbone} {args.inference} {shape} {args.query}-query "
         f"{args.image_size}px, {args.epochs} epochs, {args.device}, torch threads "
         f"{torch.get_num_threads()}, stacking {args.stacking}: "
         f"one at a time {one:.3f} episodes/s, "
