@@ -55,11 +55,29 @@ def one_at_a_time(network, eps, options, start: int = 0) -> list[torch.Tensor]:
     ]
 
 
+def pretrained_network() -> nn.Module:
+    """The tiny CNN4 after 60 multiclass steps on the synthetic blobs (random weights leave
+    near-ties between ways, where float rounding alone flips predictions)."""
+    from learners.synthetic_episodes import BlobDataset, BlobDatasetConfig, SyntheticBatchSource
+
+    torch.manual_seed(0)
+    config = learner_config(
+        "multiclass", image_size=SIZE, width=0.0625, train_class_ids=list(range(32)), lr=0.01
+    )
+    learner = build_learner(config)
+    data = BlobDataset(BlobDatasetConfig(image_size=SIZE))
+    batches = SyntheticBatchSource(batch_size=64, seed=1, dataset=data)
+    for step in range(60):
+        learner.fit_batch(*batches.batch(step))
+    return learner.network().eval()
+
+
 def test_batched_transductive_finetuning_matches_one_at_a_time_on_100_episodes() -> None:
-    """Issue 22's criterion: >= 99.5% equal query predictions, mean accuracy within 0.1 points;
-    the fine-tuning is strong enough (lr 1e-3) that it changes predictions of the initial head."""
-    network, eps = tiny_network(), episodes(FIXED, 100)
-    options = FinetuneOptions(epochs=6, lr=1e-3, transductive=True, entropy_log_ways=True)
+    """Issue 22's criterion on 100 episodes at the paper's learning rate (6 epochs instead of
+    25 to stay fast): >= 99.5% equal query predictions, mean accuracy within 0.1 points; the
+    fine-tuning changes many predictions of the initial head (so this is not a no-op)."""
+    network, eps = pretrained_network(), episodes(FIXED, 100)
+    options = FinetuneOptions(epochs=6, lr=5e-5, transductive=True, entropy_log_ways=True)
     alone = one_at_a_time(network, eps, options)
     batched = []
     for start in range(0, len(eps), 25):
@@ -73,7 +91,8 @@ def test_batched_transductive_finetuning_matches_one_at_a_time_on_100_episodes()
     assert float((predictions[0] == predictions[1]).float().mean()) >= 0.995
     accuracy = [float((p == labels).float().mean()) for p in predictions]
     assert abs(accuracy[0] - accuracy[1]) <= 0.001
-    assert float((predictions[0] != predictions[2]).float().mean()) > 0.02  # not a no-op
+    assert accuracy[0] > 0.3  # above chance (0.2): the predictions carry signal
+    assert float((predictions[0] != predictions[2]).float().mean()) > 0.1  # not a no-op
 
 
 def test_augmentation_draws_depend_on_the_episode_not_the_batch() -> None:
