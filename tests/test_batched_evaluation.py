@@ -162,6 +162,23 @@ def test_size_buckets_keep_padding_under_half() -> None:
         size_buckets(sizes, ratio=0.5)
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        FinetuneOptions(epochs=3, lr=1e-3),  # plain fine-tuning
+        FinetuneOptions(epochs=3, lr=1e-3, transductive=True, freeze_batch_norm=True),
+        FinetuneOptions(epochs=3, lr=1e-3, augment=False, relu=False),
+    ],
+)
+def test_every_finetuning_variant_batches(options: FinetuneOptions) -> None:
+    network, eps = tiny_network(), episodes(FIXED, 3)
+    batched = batched_finetune_query_logits(
+        network, eps, options, generators=generators(3), stacking="vmap"
+    )
+    for logits, reference in zip(batched, one_at_a_time(network, eps, options)):
+        assert torch.allclose(logits, reference, atol=1e-4)
+
+
 def test_masked_batch_norm_counts_only_real_images() -> None:
     torch.manual_seed(3)
     norm = nn.BatchNorm2d(4).train()
