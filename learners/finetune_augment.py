@@ -4,8 +4,10 @@ Per image: a left-right flip with probability 0.5, 4-pixel reflection padding fo
 random crop back to the original size, and brightness and contrast changes of +-40%. As in the
 authors' code (fastai v1 lighting transforms), brightness and contrast act on the logit of the
 [0, 1] pixel value: brightness adds logit(c) with c ~ U(0.1, 0.9) (0.5 leaves the image as it
-is), contrast multiplies by s, log-uniform in [0.6, 1.4]. fastai applies its lighting
-transforms in list order, brightness then contrast, to one logit tensor, so a pixel x becomes
+is), contrast multiplies by s, log-uniform in [0.6, 1.4]. The authors' `get_transformations`
+(amazon-science/few-shot-baseline) lists `brightness(change=(0.1, 0.9))` before
+`contrast(scale=(0.6, 1.4))`; fastai v1 sorts transforms stably by `order` (both lighting
+transforms share one) and applies them to one logit tensor, so a pixel x becomes
 sigmoid(s * (logit x + logit c)) (the default, `lighting_order="fastai"`); the named deviation
 `"contrast_first"` gives sigmoid(s * logit x + logit c), this module's order before issue 24.
 The spatial part is a permutation of pixels and the lighting is pointwise, so they commute.
