@@ -4,7 +4,8 @@ per-class records (shots, precision, recall), plus the validation hook of the tr
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -12,6 +13,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from learners.batched_episodes import size_buckets
+from learners.batched_inference import batched_query_logits
+from learners.episode_batch import EpisodeTensors
 from learners.learner import Learner
 from learners.metrics import (
     AccuracySummary,
@@ -19,6 +23,7 @@ from learners.metrics import (
     episode_hardness,
     summarize_accuracies,
 )
+from learners.mixed_precision import MixedPrecision
 
 EPISODE_FIELDS = (
     "episode",
@@ -67,13 +72,18 @@ class EpisodeRecord:
         return asdict(self)
 
 
-def evaluate_episode(
-    learner: Learner, episode: Any, index: int, hardness: HardnessMeasure | None = None
+def episode_generator(seed: int, index: int) -> torch.Generator:
+    """The CPU generator of episode `index`'s random draws (fine-tuning augmentation): a
+    function of (seed, index) only, so batching never changes an episode's draws."""
+    state = np.random.SeedSequence([seed, index]).generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+def episode_records(
+    ep: EpisodeTensors, logits: torch.Tensor, index: int, hardness: HardnessMeasure | None = None
 ) -> tuple[EpisodeRecord, list[dict[str, Any]]]:
-    """Accuracy of `learner` on one episode, its hardness (NaN without an extractor) and the
-    per-class precision/recall rows."""
-    ep = learner.to_tensors(episode)
-    logits = learner.predict(ep)
+    """The episode's record (accuracy of the (Q, ways) `logits`, its hardness: NaN without an
+    extractor) and its per-class precision/recall rows."""
     predictions = logits.argmax(dim=1).cpu().numpy()
     labels = ep.query_labels.cpu().numpy()
     shots = ep.shots
@@ -121,6 +131,43 @@ def evaluate_episode(
     return record, rows
 
 
+def evaluate_episode(
+    learner: Learner, episode: Any, index: int, hardness: HardnessMeasure | None = None
+) -> tuple[EpisodeRecord, list[dict[str, Any]]]:
+    """Accuracy of `learner` on one episode, its hardness (NaN without an extractor) and the
+    per-class precision/recall rows."""
+    ep = learner.to_tensors(episode)
+    return episode_records(ep, learner.predict(ep), index, hardness)
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error)
+
+
+def batch_logits(
+    learner: Learner,
+    episodes: Sequence[EpisodeTensors],
+    generators: Sequence[torch.Generator],
+    autocast: Callable[[], AbstractContextManager[Any]],
+    stacking: str = "auto",
+) -> list[torch.Tensor]:
+    """`batched_query_logits`, halving the batch while the device runs out of memory (results
+    do not depend on the batch size, so halving changes no number)."""
+    states = [generator.get_state() for generator in generators]
+    try:
+        return batched_query_logits(learner, episodes, generators, autocast, stacking)
+    except (torch.OutOfMemoryError, RuntimeError) as error:
+        if len(episodes) == 1 or not _is_out_of_memory(error):
+            raise
+    for generator, state in zip(generators, states):  # the retry draws what this try drew
+        generator.set_state(state)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    half = len(episodes) // 2
+    first = batch_logits(learner, episodes[:half], generators[:half], autocast, stacking)
+    return first + batch_logits(learner, episodes[half:], generators[half:], autocast, stacking)
+
+
 def evaluate_episodes(
     learner: Learner,
     episodes: Iterable[Any],
@@ -128,18 +175,45 @@ def evaluate_episodes(
     hardness: HardnessMeasure | None = None,
     progress: bool = True,
     description: str = "evaluate",
+    episodes_per_batch: int = 1,
+    seed: int = 0,
+    amp: str = "off",
+    stacking: str = "auto",
 ) -> tuple[list[EpisodeRecord], list[dict[str, Any]]]:
-    """Evaluate the first `count` episodes; fails clearly if the source has fewer."""
-    records, class_rows = [], []
+    """Evaluate the first `count` episodes, `episodes_per_batch` at a time (`amp`: autocast as
+    the run trained; `stacking`: see `learners.batched_finetune.resolved_stacking`); fails
+    clearly if the source has fewer. Episode i's random draws come from
+    `episode_generator(seed, i)` whatever the batch size."""
+    if episodes_per_batch < 1:
+        raise ValueError(f"--episodes-per-batch {episodes_per_batch}: expected >= 1")
+    records: list[EpisodeRecord] = []
+    class_rows: list[dict[str, Any]] = []
+    autocast = MixedPrecision(amp, learner.device.type).autocast
     bar = tqdm(
         total=count, disable=not progress, desc=description, unit="episode", dynamic_ncols=True
     )
+    source = enumerate(itertools.islice(episodes, count))
     try:
-        for index, episode in enumerate(itertools.islice(episodes, count)):
-            record, rows = evaluate_episode(learner, episode, index, hardness)
-            records.append(record)
-            class_rows.extend(rows)
-            bar.update(1)
+        while chunk := list(itertools.islice(source, episodes_per_batch)):
+            tensors = [learner.to_tensors(episode) for _, episode in chunk]
+            generators = [episode_generator(seed, index) for index, _ in chunk]
+            logits: list[torch.Tensor] = [torch.empty(0)] * len(chunk)
+            sizes = [len(ep.support_labels) + len(ep.query_labels) for ep in tensors]
+            for bucket in size_buckets(sizes):  # similar sizes together: less padding
+                values = batch_logits(
+                    learner,
+                    [tensors[i] for i in bucket],
+                    [generators[i] for i in bucket],
+                    autocast,
+                    stacking,
+                )
+                for position, value in zip(bucket, values):
+                    logits[position] = value
+            for (index, _), ep, values in zip(chunk, tensors, logits):
+                record, rows = episode_records(ep, values, index, hardness)
+                records.append(record)
+                class_rows.extend(rows)
+            bar.update(len(chunk))
             bar.set_postfix(acc=f"{np.mean([r.accuracy for r in records]):.4f}")
     finally:
         bar.close()

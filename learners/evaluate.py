@@ -36,6 +36,7 @@ from episodes.util.atomic_files import atomic_path, write_text_atomically
 from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import add_dataset_argument, command_parser
 from learners.batch_norm import BATCH_NORM_MODES
+from learners.batched_memory import CPU_EPISODES_PER_BATCH, default_episodes_per_batch
 from learners.config_fields import flag_name
 from learners.config_flags import add_config_flags, given_values
 from learners.device import make_deterministic, resolve_device
@@ -131,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="evaluate the trained weights under another BatchNorm convention (default: the run's)",
     )
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--episodes-per-batch",
+        type=int,
+        default=None,
+        help="episodes evaluated together (default: from the GPU's free memory, "
+        f"{CPU_EPISODES_PER_BATCH} on CPU; 1 is the one-at-a-time loop; results do not "
+        "depend on it)",
+    )
     taken: set[str] = set()
     for options in method_option_classes():
         group = parser.add_argument_group(
@@ -299,6 +308,7 @@ def _evaluate_snapshots(
     source: EpisodeSource,
     device: Any,
     overrides: dict[str, Any],
+    amp: str = "off",
 ) -> list[dict[str, Any]]:
     rows = []
     for step, label in steps:
@@ -312,6 +322,7 @@ def _evaluate_snapshots(
             args.episodes,
             progress=not args.no_progress,
             description=f"step {step}",
+            **_batching(args, learner, amp),
         )
         summary = summarize_accuracies([r.accuracy for r in records])
         rows.append(
@@ -327,6 +338,15 @@ def _evaluate_snapshots(
     return rows
 
 
+def _batching(args: argparse.Namespace, learner: Learner, amp: str) -> dict[str, Any]:
+    """evaluate_episodes' batching arguments: --episodes-per-batch (or the device's default),
+    the episode seed and the run's --amp."""
+    per_batch = args.episodes_per_batch
+    if per_batch is None:
+        per_batch = default_episodes_per_batch(learner)
+    return {"episodes_per_batch": per_batch, "seed": args.seed, "amp": amp}
+
+
 def _write_summary(out: Path, summary: dict[str, Any]) -> None:
     write_text_atomically(
         out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n"
@@ -336,6 +356,8 @@ def _write_summary(out: Path, summary: dict[str, Any]) -> None:
 def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     if args.episodes < 1:
         raise ValueError(f"--episodes {args.episodes}: expected >= 1")
+    if args.episodes_per_batch is not None and args.episodes_per_batch < 1:
+        raise ValueError(f"--episodes-per-batch {args.episodes_per_batch}: expected >= 1")
     device = resolve_device(args.device)
     which = args.checkpoint or _default_checkpoint(args.run)
     overrides = _learner_overrides(args)
@@ -366,7 +388,7 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
         )
     label = args.label or default_label(settings)
     if which == "all":
-        rows = _evaluate_snapshots(args, steps, source, device, overrides)
+        rows = _evaluate_snapshots(args, steps, source, device, overrides, config.amp)
         _write_csv(out / "snapshots.csv", SNAPSHOT_FIELDS, rows)
         summary = {"label": label, "settings": settings, "snapshots": rows, "out": str(out)}
         _write_summary(out, summary)
@@ -374,7 +396,12 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
         return summary
     make_deterministic(args.seed)
     records, class_rows = evaluate_episodes(
-        learner, source.episodes(0), args.episodes, hardness, progress=not args.no_progress
+        learner,
+        source.episodes(0),
+        args.episodes,
+        hardness,
+        progress=not args.no_progress,
+        **_batching(args, learner, config.amp),
     )
     header = hardness.header() if hardness else "hardness: not measured (--no-hardness)"
     _write_csv(out / "episodes.csv", EPISODE_FIELDS, [r.to_row() for r in records], header)

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from learners.batched_batch_norm import MaskedBatchNorm2d
 from learners.episode_batch import EpisodeTensors, Normalization
 from learners.finetune_augment import augment_images
 from learners.prototypes import cosine_classifier_logits, support_based_init
@@ -70,7 +71,7 @@ def batch_norm_training(model: nn.Module) -> None:
     """Evaluation mode everywhere except BatchNorm layers, which use batch statistics."""
     model.eval()
     for module in model.modules():
-        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        if isinstance(module, nn.modules.batchnorm._BatchNorm | MaskedBatchNorm2d):
             module.train()
 
 
@@ -79,13 +80,17 @@ def finetune_network(
     ep: EpisodeTensors,
     options: FinetuneOptions,
     normalization: Normalization = Normalization(),
+    generator: torch.Generator | None = None,
 ) -> tuple[nn.Module, CosineHead]:
     """Fine-tune a copy of `network` (images -> logits over training classes) on `ep`; returns
-    the fine-tuned copy (in evaluation mode) and its cosine head. `network` is left unchanged."""
+    the fine-tuned copy (in evaluation mode) and its cosine head. `network` is left unchanged.
+    `generator` draws the augmentation (default: `augmentation_generator`'s, else global)."""
     model = copy.deepcopy(network).eval()
 
     def batch(images: torch.Tensor) -> torch.Tensor:
-        return augment_images(images, normalization) if options.augment else images
+        if not options.augment:
+            return images
+        return augment_images(images, normalization, generator)
 
     with torch.enable_grad():
         with torch.no_grad():
@@ -117,8 +122,9 @@ def finetune_query_logits(
     ep: EpisodeTensors,
     options: FinetuneOptions,
     normalization: Normalization = Normalization(),
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """The (Q, ways) query logits of `network` fine-tuned on `ep` (see `finetune_network`)."""
-    model, head = finetune_network(network, ep, options, normalization)
+    model, head = finetune_network(network, ep, options, normalization, generator)
     with torch.no_grad():
         return head(model(ep.query_images))

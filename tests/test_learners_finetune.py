@@ -114,6 +114,26 @@ def test_lighting_is_brightness_and_contrast_in_logit_space() -> None:
     assert torch.allclose(torch.logit(stronger), 1.4 * logit, atol=1e-4)
 
 
+def test_lighting_follows_fastais_order_brightness_then_contrast() -> None:
+    """fastai v1 applies brightness, then contrast, to one logit tensor: sigmoid(s (logit x +
+    logit c)); the deviation "contrast_first" is sigmoid(s logit x + logit c)."""
+    pixels = torch.tensor([0.2, 0.5, 0.7]).view(1, 1, 1, 3).repeat(1, 3, 1, 1)
+    c, s = torch.tensor([0.8]), torch.tensor([1.25])
+    fastai = change_lighting(pixels, c, s)
+    x = pixels[0, 0, 0]
+    logit_c = math.log(0.8 / 0.2)
+    expected = torch.sigmoid(1.25 * (torch.log(x / (1 - x)) + logit_c))
+    assert torch.allclose(fastai[0, 0, 0], expected, atol=1e-6)
+    assert abs(float(fastai[0, 0, 0, 1]) - 1 / (1 + math.exp(-1.25 * logit_c))) < 1e-6
+    other = change_lighting(pixels, c, s, order="contrast_first")
+    assert torch.allclose(
+        other[0, 0, 0], torch.sigmoid(1.25 * torch.log(x / (1 - x)) + logit_c), atol=1e-6
+    )
+    assert not torch.allclose(fastai, other, atol=1e-3)
+    with pytest.raises(ValueError, match="lighting order 'fast'"):
+        change_lighting(pixels, c, s, order="fast")
+
+
 def test_augmentation_draws_per_image_and_is_reproducible() -> None:
     normalization = Normalization()
     images = torch.randn(1, 3, 16, 16).repeat(8, 1, 1, 1)  # eight copies of one image
