@@ -340,3 +340,34 @@ def open_batch_source(
     return ReaderBatchSource(
         dataset, split_file, batch_size, options.image_size, seed, decode_processes
     )
+
+
+class ShardedSource:
+    """Rank r's share of a training stream (`learners.distributed.ShardPlan`): position p of
+    this stream is global item `plan.global_index(p)` of `inner`, so the feed, its loader
+    workers and a resumed run read positions as before and no two ranks read the same item."""
+
+    def __init__(self, inner: Any, plan: Any):
+        self.inner = inner
+        self.plan = plan
+        self.random_access = getattr(inner, "random_access", True)
+        if hasattr(inner, "class_ids"):
+            self.class_ids = inner.class_ids
+
+    def items(self, indices: Iterable[int]) -> Iterator[Any]:
+        return self.inner.items(self.plan.global_index(p) for p in indices)
+
+    def episodes(self, start: int = 0) -> Iterator[Any]:
+        return self.items(itertools.count(start))
+
+    def batches(self, start: int = 0) -> Iterator[Any]:
+        return self.items(itertools.count(start))
+
+    def close(self) -> None:
+        close_source(self.inner)
+
+
+def open_sharded(open_source: Any, plan: Any, **kwargs: Any) -> ShardedSource:
+    """`open_source(**kwargs)` wrapped as a `ShardedSource` (picklable with a picklable
+    `open_source`, so loader workers open their own)."""
+    return ShardedSource(open_source(**kwargs), plan)
