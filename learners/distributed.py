@@ -27,6 +27,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from episodes.util.cli_errors import UserError
+
 TIMEOUT_MINUTES = 30  # a collective waiting longer than this ends the rank (no hang)
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 
@@ -151,6 +153,44 @@ def rank_session(
         yield ranks, device
     finally:
         dist.destroy_process_group()
+
+
+@contextmanager
+def one_line_per_fault(ranks: RankInfo) -> Iterator[None]:
+    """Faults of a sharded run end in one line, however many ranks there are: the failing rank's
+    `error:` line names it; a rank that only lost its peers (they said why), or was interrupted
+    beside rank 0 (which prints the resume line), ends quietly. One process: unchanged."""
+    if not ranks.sharded:
+        yield
+        return
+    try:
+        yield
+    except KeyboardInterrupt:
+        if ranks.is_writer:
+            raise
+        raise SystemExit(130) from None
+    except PeerLost as lost:
+        if ranks.is_writer and "time" in str(lost).lower():
+            raise UserError(f"rank 0: {lost}; see the other ranks' lines") from None
+        raise SystemExit(1) from None
+    except (ValueError, FileNotFoundError, UserError) as fault:
+        raise UserError(f"rank {ranks.rank} of {ranks.world_size}: {fault}") from None
+
+
+def on_rank_zero(action: Any, ranks: RankInfo) -> None:
+    """Run `action()` (writing or checking outputs) on rank 0 alone; a refusal there ends every
+    rank at once: rank 0 raises it, the others end quietly with the same status (2)."""
+    refusal: BaseException | None = None
+    if ranks.is_writer:
+        try:
+            action()
+        except (ValueError, FileNotFoundError, UserError) as error:
+            refusal = error
+    refused = broadcast_object(refusal is not None, ranks)
+    if refusal is not None:
+        raise refusal
+    if refused:
+        raise SystemExit(2)
 
 
 def _collective(call: Any, *args: Any, **kwargs: Any) -> Any:

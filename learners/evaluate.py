@@ -38,12 +38,20 @@ from episodes.util.cli_style import add_dataset_argument, command_parser
 from learners.config_fields import flag_name
 from learners.config_flags import add_config_flags, given_values
 from learners.device import make_deterministic, resolve_device
+from learners.distributed import (
+    SINGLE_PROCESS,
+    RankInfo,
+    on_rank_zero,
+    one_line_per_fault,
+    rank_device,
+    rank_info_from_env,
+    rank_session,
+)
 from learners.episode_eval import (
     CLASS_FIELDS,
     EPISODE_FIELDS,
     EpisodeRecord,
     HardnessMeasure,
-    evaluate_episodes,
 )
 from learners.episode_source import (
     EpisodeSource,
@@ -57,6 +65,7 @@ from learners.methods.multiclass import MulticlassLearner
 from learners.metrics import summarize_accuracies
 from learners.registry import method_option_classes, methods_sharing
 from learners.run_dir import RunConfig, load_run_learner
+from learners.sharded_evaluation import evaluate_shard
 from learners.training_loop import BEST, CHECKPOINTS, list_snapshots
 
 SNAPSHOT_FIELDS = ("step", "accuracy", "std", "ci95", "n")
@@ -287,15 +296,18 @@ def _evaluate_snapshots(
     source: EpisodeSource,
     device: Any,
     overrides: dict[str, Any],
+    ranks: RankInfo = SINGLE_PROCESS,
 ) -> list[dict[str, Any]]:
     rows = []
     for step, label in steps:
         learner, _, _ = load_run_learner(args.run, label, device, overrides)
         make_deterministic(args.seed)
-        records, _ = evaluate_episodes(
+        records, _ = evaluate_shard(  # each rank its share under torchrun
             learner,
-            source.episodes(0),
+            source,
             args.episodes,
+            ranks,
+            args.seed,
             progress=not args.no_progress,
             description=f"step {step}",
         )
@@ -309,7 +321,8 @@ def _evaluate_snapshots(
                 "n": summary.n,
             }
         )
-        print(f"step {step}: {_format(summary.to_dict())}")
+        if ranks.is_writer:
+            print(f"step {step}: {_format(summary.to_dict())}")
     return rows
 
 
@@ -319,10 +332,16 @@ def _write_summary(out: Path, summary: dict[str, Any]) -> None:
     )
 
 
-def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
+def _prepare_output(out: Path, settings: dict[str, Any], overwrite: bool) -> None:
+    check_output_folder(out, settings, overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> dict[str, Any]:
+    """Evaluate (as rank `ranks.rank` of a torchrun start, rank 0 writing, when sharded)."""
     if args.episodes < 1:
         raise ValueError(f"--episodes {args.episodes}: expected >= 1")
-    device = resolve_device(args.device)
+    device = rank_device(ranks, resolve_device(args.device))
     which = args.checkpoint or _default_checkpoint(args.run)
     overrides = _learner_overrides(args)
     steps = (
@@ -339,9 +358,8 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     hardness = None if which == "all" else _hardness_measure(args, learner, device)
     settings["hardness"] = hardness.header() if hardness else None
     out = Path(args.output) if args.output else Path(args.run) / "eval" / folder_name(settings)
-    check_output_folder(out, settings, args.overwrite)  # before any long work
-    out.mkdir(parents=True, exist_ok=True)
-    if hardness is not None and args.hardness_model is None:
+    on_rank_zero(lambda: _prepare_output(out, settings, args.overwrite), ranks)  # before work
+    if hardness is not None and args.hardness_model is None and ranks.is_writer:
         print(
             "note: hardness measured by the evaluated run itself; the paper measures every "
             "method with one fixed extractor (--hardness-model CKPT)",
@@ -349,16 +367,20 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
         )
     label = args.label or default_label(settings)
     if which == "all":
-        rows = _evaluate_snapshots(args, steps, source, device, overrides)
+        rows = _evaluate_snapshots(args, steps, source, device, overrides, ranks)
+        if not ranks.is_writer:
+            return {}
         _write_csv(out / "snapshots.csv", SNAPSHOT_FIELDS, rows)
         summary = {"label": label, "settings": settings, "snapshots": rows, "out": str(out)}
         _write_summary(out, summary)
         print(f"wrote {out}/snapshots.csv, summary.json")
         return summary
     make_deterministic(args.seed)
-    records, class_rows = evaluate_episodes(
-        learner, source.episodes(0), args.episodes, hardness, progress=not args.no_progress
+    records, class_rows = evaluate_shard(  # each rank its share under torchrun
+        learner, source, args.episodes, ranks, args.seed, hardness, not args.no_progress
     )
+    if not ranks.is_writer:
+        return {}  # rank 0 writes every rank's records
     header = hardness.header() if hardness else "hardness: not measured (--no-hardness)"
     _write_csv(out / "episodes.csv", EPISODE_FIELDS, [r.to_row() for r in records], header)
     _write_csv(out / "classes.csv", CLASS_FIELDS, class_rows)
@@ -391,7 +413,12 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
 @user_faults(ValueError, FileNotFoundError)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    evaluate_run(args)
+    ranks = rank_info_from_env()
+    if not ranks.sharded:
+        evaluate_run(args)
+        return 0
+    with one_line_per_fault(ranks), rank_session(resolve_device(args.device)) as (ranks, _):
+        evaluate_run(args, ranks)
     return 0
 
 

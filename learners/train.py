@@ -35,10 +35,10 @@ from learners.config_flags import add_config_flags, given_values
 from learners.device import make_deterministic, resolve_device
 from learners.distributed import (
     SINGLE_PROCESS,
-    PeerLost,
     RankInfo,
     broadcast_module,
-    broadcast_object,
+    on_rank_zero,
+    one_line_per_fault,
     rank_info_from_env,
     rank_session,
     shard_plan,
@@ -270,22 +270,6 @@ def rank_meta_batch(config: RunConfig, ranks: RankInfo) -> int:
     return config.global_meta_batch // ranks.world_size
 
 
-def _checked_run_config(out: str, config: RunConfig, ranks: RankInfo) -> None:
-    """Rank 0 writes (or checks) config.json; its verdict reaches every rank, so a refused
-    option ends every rank at once (rank 0 says why, the others end quietly)."""
-    refusal = None
-    if ranks.is_writer:
-        try:
-            write_or_check_run_config(out, config)
-        except ValueError as error:
-            refusal = str(error)
-    refusal = broadcast_object(refusal, ranks)
-    if refusal is not None:
-        if ranks.is_writer:
-            raise ValueError(refusal)
-        raise SystemExit(2)
-
-
 def train(
     config: RunConfig,
     out: str,
@@ -344,7 +328,7 @@ def train(
         learner = build_learner(config.learner).to(device)  # every option checked before writing
         learner.set_precision(config.amp, config.channels_last)
         broadcast_module(learner, ranks)  # rank 0's initial weights everywhere, as DDP does
-        _checked_run_config(out, config, ranks)
+        on_rank_zero(functools.partial(write_or_check_run_config, out, config), ranks)
         loop = LoopConfig(
             config.total_steps,
             config.checkpoint_every,
@@ -381,26 +365,13 @@ def _validated_args(
 
 
 def _train_ranks(args: argparse.Namespace, config: RunConfig, ranks: RankInfo) -> LoopResult:
-    """`train` in the process group of a torchrun start: one line for a fault however many
-    ranks there are (the failing rank's, naming it); a rank that only lost its peers, or was
-    interrupted beside rank 0, ends quietly."""
+    """`train`, in the process group of a torchrun start when there is one."""
     device = resolve_device(args.device)
     progress = not args.no_progress
     if not ranks.sharded:
         return train(config, args.output, device, progress=progress)
-    try:
-        with rank_session(device) as (ranks, device):
-            return train(config, args.output, device, progress=progress, ranks=ranks)
-    except KeyboardInterrupt:
-        if ranks.is_writer:
-            raise
-        raise SystemExit(130) from None
-    except PeerLost as lost:
-        if ranks.is_writer and "time" in str(lost).lower():
-            raise ValueError(f"rank 0: {lost}; see the other ranks' lines") from None
-        raise SystemExit(1) from None
-    except (ValueError, FileNotFoundError) as fault:
-        raise ValueError(f"rank {ranks.rank} of {ranks.world_size}: {fault}") from None
+    with one_line_per_fault(ranks), rank_session(device) as (ranks, device):
+        return train(config, args.output, device, progress=progress, ranks=ranks)
 
 
 @user_faults(ValueError, FileNotFoundError)
