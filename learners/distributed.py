@@ -127,6 +127,20 @@ def split_cores(ranks: RankInfo) -> None:
     torch.set_num_threads(cores_per_rank(ranks))
 
 
+def loading_note(loader_workers: int, decode_processes: int, ranks: RankInfo) -> str | None:
+    """A note when every rank's loading processes together outnumber the node's cores
+    (`--loader-workers` and `--decode-processes` count per rank)."""
+    per_rank = max(loader_workers, decode_processes)
+    cores = cores_per_rank(SINGLE_PROCESS)
+    if not ranks.sharded or per_rank * ranks.local_world_size <= cores:
+        return None
+    fits = max(0, cores // ranks.local_world_size - 1)
+    return (
+        f"note: {ranks.local_world_size} ranks x {per_rank} loading processes on {cores} cores: "
+        f"--loader-workers and --decode-processes count per rank; about {fits} each fits"
+    )
+
+
 @contextmanager
 def rank_session(
     device: torch.device, minutes: float = TIMEOUT_MINUTES, environ: dict[str, str] | None = None

@@ -37,6 +37,7 @@ from learners.distributed import (
     SINGLE_PROCESS,
     RankInfo,
     broadcast_module,
+    loading_note,
     on_rank_zero,
     one_line_per_fault,
     rank_info_from_env,
@@ -370,6 +371,9 @@ def _train_ranks(args: argparse.Namespace, config: RunConfig, ranks: RankInfo) -
     progress = not args.no_progress
     if not ranks.sharded:
         return train(config, args.output, device, progress=progress)
+    note = loading_note(config.loader_workers, config.decode_processes, ranks)
+    if note and ranks.is_writer:
+        print(note, file=sys.stderr)
     with one_line_per_fault(ranks), rank_session(device) as (ranks, device):
         return train(config, args.output, device, progress=progress, ranks=ranks)
 

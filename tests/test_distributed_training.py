@@ -26,6 +26,7 @@ from learners.distributed import (
     ShardPlan,
     cores_per_rank,
     evaluation_share,
+    loading_note,
     rank_info_from_env,
 )
 from learners.episode_source import EpisodeOptions, ShardedSource, open_episode_source
@@ -107,6 +108,9 @@ def test_rank_info_comes_from_torchruns_variables() -> None:
     assert cores_per_rank(RankInfo(0, 8, 0, 4), cores=16) == 4
     assert cores_per_rank(RankInfo(0, 8, 0, 4), cores=2) == 1
     assert evaluation_share(7, RankInfo(1, 3, 1, 3)) == [1, 4]
+    assert "count per rank" in str(loading_note(10**6, 0, RankInfo(0, 2, 0, 2)))
+    assert loading_note(0, 0, RankInfo(0, 2, 0, 2)) is None
+    assert loading_note(10**6, 0, SINGLE_PROCESS) is None
 
 
 def test_a_meta_batch_step_follows_the_gradient_of_the_mean_loss() -> None:
