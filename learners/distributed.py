@@ -37,6 +37,10 @@ class PeerLost(Exception):
     """A collective failed because another rank stopped (its own line says why)."""
 
 
+class RanksFault(UserError):
+    """A fault the ranks agreed on; its line already names the rank(s)."""
+
+
 @dataclass(frozen=True)
 class RankInfo:
     """This process's place among the training processes (`torchrun`'s variables)."""
@@ -187,8 +191,34 @@ def one_line_per_fault(ranks: RankInfo) -> Iterator[None]:
         if ranks.is_writer and "time" in str(lost).lower():
             raise UserError(f"rank 0: {lost}; see the other ranks' lines") from None
         raise SystemExit(1) from None
+    except RanksFault:
+        raise
     except (ValueError, FileNotFoundError, UserError) as fault:
         raise UserError(f"rank {ranks.rank} of {ranks.world_size}: {fault}") from None
+
+
+@contextmanager
+def agree_on_setup(ranks: RankInfo) -> Iterator[None]:
+    """Every rank runs the block (opening data, say); if it failed on any rank, rank 0 prints
+    one line naming the first failing rank and the others end quietly with the same status
+    (2), instead of W copies of the same line. Sharded runs only: one process is unchanged."""
+    if not ranks.sharded:
+        yield
+        return
+    failure: BaseException | None = None
+    try:
+        yield
+    except (ValueError, FileNotFoundError, UserError) as error:
+        failure = error
+    messages = gather_objects(None if failure is None else str(failure), ranks)
+    failed = [(rank, message) for rank, message in enumerate(messages) if message is not None]
+    if not failed:
+        return
+    if ranks.is_writer:
+        rank, message = failed[0]
+        where = "every rank" if len(failed) == ranks.world_size else f"rank {rank}"
+        raise RanksFault(f"{where} of {ranks.world_size}: {message}")
+    raise SystemExit(2)
 
 
 def on_rank_zero(action: Any, ranks: RankInfo) -> None:

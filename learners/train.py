@@ -36,6 +36,7 @@ from learners.device import make_deterministic, resolve_device
 from learners.distributed import (
     SINGLE_PROCESS,
     RankInfo,
+    agree_on_setup,
     broadcast_module,
     loading_note,
     on_rank_zero,
@@ -304,26 +305,27 @@ def train(
         )
     if ranks.sharded:
         open_train = functools.partial(open_sharded, open_train, plan)
-    source = open_train(decode_processes=config.decode_processes)
-    if not is_episodic(config.learner.method):
-        config.learner.options.train_class_ids = [int(c) for c in source.class_ids]
-    feed_config = FeedConfig(config.loader_workers)
+    with agree_on_setup(ranks):  # a refused dataset: one line, not one per rank
+        source = open_train(decode_processes=config.decode_processes)
+        if not is_episodic(config.learner.method):
+            config.learner.options.train_class_ids = [int(c) for c in source.class_ids]
+        feed_config = FeedConfig(config.loader_workers)
 
-    def stream(start: int) -> Iterator[Any]:
-        return feed(source, open_train, start, feed_config, device)
+        def stream(start: int) -> Iterator[Any]:
+            return feed(source, open_train, start, feed_config, device)
 
-    validate = None
-    if config.validation_episodes > 0 and ranks.is_writer:
-        eval_options = EpisodeOptions(
-            ways=options.ways,
-            shots=options.shots,
-            query=options.query,
-            image_size=options.image_size,
-        )
-        valid = open_episode_source(
-            config.dataset, "valid", config.split_file, eval_options, config.seed
-        )
-        validate = validation_hook(lambda: valid.episodes(0), config.validation_episodes)
+        validate = None
+        if config.validation_episodes > 0 and ranks.is_writer:
+            eval_options = EpisodeOptions(
+                ways=options.ways,
+                shots=options.shots,
+                query=options.query,
+                image_size=options.image_size,
+            )
+            valid = open_episode_source(
+                config.dataset, "valid", config.split_file, eval_options, config.seed
+            )
+            validate = validation_hook(lambda: valid.episodes(0), config.validation_episodes)
     try:
         make_deterministic(config.seed)
         learner = build_learner(config.learner).to(device)  # every option checked before writing

@@ -342,3 +342,55 @@ def test_a_killed_rank_ends_every_rank_without_a_hang(tmp_path) -> None:
             not Path(f"/proc/{pid}").exists()
             or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
         )
+
+
+def test_a_refused_dataset_ends_every_rank_with_one_line(tmp_path) -> None:
+    missing = tmp_path / "missing"
+    args = ["--method", "protonet", "--dataset", str(missing), "--episodes", "3"]
+    args += ["--no-progress", "--output", str(tmp_path / "run")]
+    done = subprocess.run(
+        torchrun_command("learners.train", args),
+        env=rank_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert lines == [
+        f"error: every rank of 2: --dataset {missing}: no such folder (expected a "
+        "converted dataset)"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_ends_every_rank_with_rank_zeros_resume_line(tmp_path) -> None:
+    """SIGINT to the launcher's process group (what a terminal's Ctrl-C does): every rank
+    stops, rank 0 alone prints the line that resumes the run, no rank prints a traceback."""
+    args = ["--method", "protonet", *TINY, "--episodes", "100000", "--checkpoint-every", "5"]
+    args += ["--output", str(tmp_path / "run")]
+    launcher = subprocess.Popen(
+        torchrun_command("learners.train", args),
+        env=rank_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        last = tmp_path / "run" / "checkpoints" / "last.pt"
+        deadline = time.time() + 120
+        while not last.exists() and time.time() < deadline and launcher.poll() is None:
+            time.sleep(0.2)
+        assert last.exists(), "no checkpoint within 120 s"
+        os.killpg(launcher.pid, signal.SIGINT)
+        _, stderr = launcher.communicate(timeout=90)
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+    assert launcher.returncode != 0
+    resume = [line for line in stderr.splitlines() if line.startswith("interrupted (")]
+    assert len(resume) == 1 and "resume with the same torchrun command" in resume[0]
+    assert "last checkpoint step" in resume[0]
+    assert "learners/" not in stderr  # torchrun's own lines only besides rank 0's
