@@ -7,7 +7,8 @@ package works without it), and materialised episode shards (`episodes.episode_sh
 Sources are addressed by index, so training can resume at any step and evaluation reads the
 same episodes on every machine. `items(indices)` reads any increasing indices (what a
 background loader's worker w of W reads: start+w, start+w+W, ...); `random_access` says whether
-skipped indices cost nothing (False for shards, which are read front to back).
+skipped indices cost nothing (False for shards, which are read front to back). A
+`ShardedSource` is one torchrun rank's share of a training stream (`learners.distributed`).
 """
 
 from __future__ import annotations

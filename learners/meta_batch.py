@@ -105,6 +105,10 @@ class GradientSum:
     def set_mean_gradients(self, loss_sum: float, count: int, ranks: RankInfo) -> float:
         """Every parameter's `.grad` := the mean over the ranks' `count` items (None where no
         rank reached it); returns the summed loss of all ranks."""
+        if not ranks.sharded:  # nothing to exchange
+            for param, total, reached in zip(self.params, self.sums, self.reached.tolist()):
+                param.grad = (total / count).to(param.dtype) if reached > 0 else None
+            return loss_sum
         device = self.params[0].device
         extra = torch.cat([self.reached, torch.tensor([loss_sum], dtype=torch.float64)])
         flat = torch.cat([*(t.reshape(-1) for t in self.sums), extra.to(device)])
