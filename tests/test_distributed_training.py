@@ -6,6 +6,7 @@ loopback interface only, the synthetic blob data and a quarter-width CNN4."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -14,11 +15,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
+from learners import evaluate
 from learners import train as train_cli
 from learners.distributed import (
     SINGLE_PROCESS,
@@ -196,15 +199,21 @@ def torchrun(module: str, args: list[str], ranks: int = 2) -> subprocess.Complet
     return done
 
 
-def train_one_process(args: list[str]) -> None:
-    """`learners.train` in this process with the threads a rank of 2 uses (float sums split
-    over threads differently could differ in the last bits)."""
+@contextlib.contextmanager
+def threads_of_a_rank() -> Iterator[None]:
+    """This process with the torch threads a rank of 2 uses (float sums split over threads
+    differently could differ in the last bits)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(cores_per_rank(RankInfo(0, 2, 0, 2)))
     try:
-        assert train_cli.main(args) == 0
+        yield
     finally:
         torch.set_num_threads(threads)
+
+
+def train_one_process(args: list[str]) -> None:
+    with threads_of_a_rank():
+        assert train_cli.main(args) == 0
 
 
 def model_state(run: Path) -> dict[str, torch.Tensor]:
@@ -291,9 +300,9 @@ def test_evaluation_under_torchrun_writes_the_files_of_one_process(tmp_path) -> 
     run = tmp_path / "run"
     train_one_process(["--method", "protonet", *TINY, "--episodes", "2", "--output", str(run)])
     common = ["--run", str(run), "--episodes", "7", "--no-progress", "--device", "cpu"]
-    from learners import evaluate
 
-    assert evaluate.main([*common, "--output", str(tmp_path / "one")]) == 0
+    with threads_of_a_rank():
+        assert evaluate.main([*common, "--output", str(tmp_path / "one")]) == 0
     done = torchrun("learners.evaluate", [*common, "--output", str(tmp_path / "two")])
     for name in ("episodes.csv", "classes.csv"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
