@@ -36,30 +36,12 @@ from learners.episode_source import EpisodeOptions, ShardedSource, open_episode_
 from learners.meta_batch import meta_batch_step
 from learners.registry import build_learner, learner_config
 from learners.synthetic_episodes import BlobDataset, BlobDatasetConfig, SyntheticEpisodeSource
+from tests.test_learners_cli import TINY as CLI_TINY
 
 torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    "--synthetic",
-    "--backbone",
-    "cnn4",
-    "--width",
-    "0.25",
-    "--image-size",
-    "28",
-    "--ways",
-    "5",
-    "--shots",
-    "2",
-    "--query",
-    "3",
-    "--validation-episodes",
-    "0",
-    "--no-progress",
-    "--device",
-    "cpu",
-]
+TINY = [*CLI_TINY, "--synthetic", "--validation-episodes", "0", "--device", "cpu"]
 TOLERANCE = 1e-5  # the issue's bound on max |difference| of every parameter (fp32)
 
 
@@ -312,11 +294,12 @@ def test_evaluation_under_torchrun_writes_the_files_of_one_process(tmp_path) -> 
     assert done.stdout.count("wrote ") == 1
 
 
-def test_a_killed_rank_ends_every_rank_without_a_hang(tmp_path) -> None:
-    """SIGKILL one rank mid-run (a crash, an out-of-memory kill): torchrun ends the others and
-    fails; nothing is left running and no rank printed a traceback of its own."""
+@contextlib.contextmanager
+def training_past_a_checkpoint(tmp_path: Path, *extra: str) -> Iterator[subprocess.Popen]:
+    """A long 2-rank torchrun training in its own session, once rank 0 wrote a checkpoint;
+    killed on the way out if the test left it running."""
     args = ["--method", "protonet", *TINY, "--episodes", "100000", "--checkpoint-every", "5"]
-    args += ["--output", str(tmp_path / "run")]
+    args += [*extra, "--output", str(tmp_path / "run")]
     launcher = subprocess.Popen(
         torchrun_command("learners.train", args),
         env=rank_env(),
@@ -331,15 +314,22 @@ def test_a_killed_rank_ends_every_rank_without_a_hang(tmp_path) -> None:
         while not last.exists() and time.time() < deadline and launcher.poll() is None:
             time.sleep(0.2)
         assert last.exists(), "no checkpoint within 120 s"
+        yield launcher
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+
+
+def test_a_killed_rank_ends_every_rank_without_a_hang(tmp_path) -> None:
+    """SIGKILL one rank mid-run (a crash, an out-of-memory kill): torchrun ends the others and
+    fails; nothing is left running and no rank printed a traceback of its own."""
+    with training_past_a_checkpoint(tmp_path) as launcher:
         children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text()
         workers = [int(p) for p in children.split()]
         assert len(workers) == 2, workers
         os.kill(max(workers), signal.SIGKILL)
         _, stderr = launcher.communicate(timeout=90)
-    finally:
-        if launcher.poll() is None:
-            os.killpg(launcher.pid, signal.SIGKILL)
-            launcher.wait()
     assert launcher.returncode != 0
     assert "learners/" not in stderr  # torchrun reports the failure; no rank's own traceback
     for pid in workers:
@@ -373,29 +363,9 @@ def test_ctrl_c_ends_every_rank_with_rank_zeros_resume_line(tmp_path) -> None:
     """SIGINT to the launcher's process group (what a terminal's Ctrl-C does): every rank
     stops, rank 0 alone prints the line that resumes the run, no rank prints a traceback.
     (With --amp bf16 --channels-last, which train under torchrun up to the checkpoint.)"""
-    args = ["--method", "protonet", *TINY, "--episodes", "100000", "--checkpoint-every", "5"]
-    args += ["--amp", "bf16", "--channels-last"]
-    args += ["--output", str(tmp_path / "run")]
-    launcher = subprocess.Popen(
-        torchrun_command("learners.train", args),
-        env=rank_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        last = tmp_path / "run" / "checkpoints" / "last.pt"
-        deadline = time.time() + 120
-        while not last.exists() and time.time() < deadline and launcher.poll() is None:
-            time.sleep(0.2)
-        assert last.exists(), "no checkpoint within 120 s"
+    with training_past_a_checkpoint(tmp_path, "--amp", "bf16", "--channels-last") as launcher:
         os.killpg(launcher.pid, signal.SIGINT)
         _, stderr = launcher.communicate(timeout=90)
-    finally:
-        if launcher.poll() is None:
-            os.killpg(launcher.pid, signal.SIGKILL)
-            launcher.wait()
     assert launcher.returncode != 0
     resume = [line for line in stderr.splitlines() if line.startswith("interrupted (")]
     assert len(resume) == 1 and "resume with the same torchrun command" in resume[0]
