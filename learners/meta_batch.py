@@ -5,11 +5,12 @@ Each item's loss is back-propagated at once (memory of one item at a time) and i
 added to float64 sums; the ranks' sums are then all-reduced (one flat buffer, which also
 carries which parameters got a gradient, and the losses) and divided by M*W, so every rank
 steps with the gradient of the mean loss over the global meta-batch: the same as one process
-with `--meta-batch M*W` (float64 sums make the grouping of the additions irrelevant). Because every item is its own forward pass, BatchNorm sees the
-same batches (one episode) however the items are spread over ranks; the running statistics
-are then combined as if one process had applied the M*W updates in item order
-(`combine_running_stats`). Item i's random draws (mixup, augmentation, dropout) come from
-torch's generator seeded by (seed, i), so they do not depend on which rank trains on it.
+with `--meta-batch M*W` (float64 sums make the grouping of the additions irrelevant). Because
+every item is its own forward pass, BatchNorm sees the same batches (one episode) however the
+items are spread over ranks; the running statistics are then combined as if one process had
+applied the M*W updates in item order (`combine_running_stats`). Item i's random draws (mixup,
+augmentation, dropout) come from torch's generator seeded by (seed, i), so they do not depend
+on which rank trains on it.
 """
 
 from __future__ import annotations
@@ -55,25 +56,36 @@ def combine_running_stats(
 
     With momentum m and a = 1 - m, M updates from r0 give a^M r0 + d_r (d_r: rank r's part);
     one process applying rank 0's M updates, then rank 1's, ... ends at
-    a^(M*W) r0 + sum_r a^(M*(W-1-r)) d_r, a sum the ranks all-reduce. BatchNorm without a
-    momentum (a cumulative average) gets the ranks' mean instead."""
+    a^(M*W) r0 + sum_r a^(M*(W-1-r)) d_r, a sum the ranks all-reduce (every layer's in one
+    buffer). BatchNorm without a momentum (a cumulative average) gets the ranks' mean."""
     if not ranks.sharded:
         return
     norms = _tracked_norms(module)
     M, W, r = plan.meta_batch, plan.world_size, plan.rank
     with torch.no_grad():
+        parts = []
         for norm, (mean0, var0, count0) in zip(norms, before):
-            count = norm.num_batches_tracked
-            if norm.momentum is None:
-                for buffer in (norm.running_mean, norm.running_var):
-                    all_reduce_sum(buffer, ranks).div_(W)
-            else:
-                keep = 1.0 - norm.momentum
-                for buffer, start in ((norm.running_mean, mean0), (norm.running_var, var0)):
-                    part = (buffer - keep**M * start) * keep ** (M * (W - 1 - r))
-                    all_reduce_sum(part, ranks)
-                    buffer.copy_(keep ** (M * W) * start + part)
-            count.copy_(count0 + all_reduce_sum(count - count0, ranks))
+            for buffer, start in ((norm.running_mean, mean0), (norm.running_var, var0)):
+                if norm.momentum is None:
+                    parts.append(buffer.float() / W)
+                else:
+                    keep = 1.0 - norm.momentum
+                    parts.append(((buffer - keep**M * start) * keep ** (M * (W - 1 - r))).float())
+            parts.append((norm.num_batches_tracked - count0).float().reshape(1))
+        if not parts:
+            return
+        total = all_reduce_sum(torch.cat(parts), ranks)
+        offset = 0
+        for norm, (mean0, var0, count0) in zip(norms, before):
+            for buffer, start in ((norm.running_mean, mean0), (norm.running_var, var0)):
+                part = total[offset : offset + buffer.numel()].view_as(buffer).to(buffer.dtype)
+                offset += buffer.numel()
+                if norm.momentum is None:
+                    buffer.copy_(part)
+                else:
+                    buffer.copy_((1.0 - norm.momentum) ** (M * W) * start + part)
+            norm.num_batches_tracked.copy_(count0 + int(round(float(total[offset]))))
+            offset += 1
 
 
 class GradientSum:
