@@ -16,7 +16,8 @@ A folder holding results of other settings is never overwritten without --overwr
 Kendall tau of validation vs test rankings). Evaluation episodes depend only on --seed (default
 0, the same for every run) or come from materialised shards. Hardness is measured by
 --hardness-model (a fixed extractor, as the paper does: any checkpoint or run folder of this
-toolkit), else by the evaluated run itself.
+toolkit), else by the evaluated run itself. Under torchrun (`torchrun ... -m learners.evaluate --
+--run RUN ...`) rank r evaluates episodes r, r+W, ... and rank 0 writes them all.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ otherwise), so they cost no space and survive the snapshot's pruning. Resuming r
 index, so an interrupted run ends with the same weights as an uninterrupted one. Validation
 runs under a forked RNG and never changes the training trajectory. The loop measures the time
 it waits for the next item (`LoopResult.data_wait_s`; the progress bar shows it as a share).
+With a step function (`learners.meta_batch`) a step trains on `meta_batch` items; under torchrun
+rank 0 alone writes, validates and shows progress, and every rank resumes from rank 0's last.pt.
 """
 
 from __future__ import annotations

@@ -278,11 +278,21 @@ def test_a_resumed_torchrun_run_continues_the_trajectory_of_one_process(tmp_path
     assert snapshots == ["step_00000012.pt"]  # --keep-snapshots 1 on rank 0
 
 
-def test_evaluation_under_torchrun_writes_the_files_of_one_process(tmp_path) -> None:
-    run = tmp_path / "run"
-    train_one_process(["--method", "protonet", *TINY, "--episodes", "2", "--output", str(run)])
+def test_one_rank_trains_the_plain_run_and_evaluation_on_two_writes_its_files(tmp_path) -> None:
+    """`torchrun --nproc_per_node 1` takes the one-process path: the checkpoint of the plain
+    command, bit for bit. Evaluating that run on 2 ranks writes the files of one process."""
+    run, plain = tmp_path / "run", tmp_path / "plain"
+    argv = ["--method", "protonet", *TINY, "--episodes", "3", "--checkpoint-every", "2"]
+    torchrun("learners.train", [*argv, "--output", str(run)], ranks=1)
+    assert train_cli.main([*argv, "--output", str(plain)]) == 0  # this process: 1 thread too
+    for name in ("step_00000002.pt", "last.pt"):
+        x = torch.load(run / "checkpoints" / name, weights_only=True)
+        y = torch.load(plain / "checkpoints" / name, weights_only=True)
+        assert x["model"].keys() == y["model"].keys() and x["step"] == y["step"]
+        assert all(torch.equal(x["model"][k], y["model"][k]) for k in x["model"])
+        assert torch.equal(x["torch_rng"], y["torch_rng"])
+    assert (run / "train_log.csv").read_bytes() == (plain / "train_log.csv").read_bytes()
     common = ["--run", str(run), "--episodes", "7", "--no-progress", "--device", "cpu"]
-
     with threads_of_a_rank():
         assert evaluate.main([*common, "--output", str(tmp_path / "one")]) == 0
     done = torchrun("learners.evaluate", [*common, "--output", str(tmp_path / "two")])
