@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from learners.synthetic_episodes import (
     SyntheticEpisodeConfig,
     SyntheticEpisodeSource,
 )
+
+if TYPE_CHECKING:
+    from learners.distributed import ShardPlan
 
 SYNTHETIC = "synthetic"
 
@@ -348,7 +351,7 @@ class ShardedSource:
     this stream is global item `plan.global_index(p)` of `inner`, so the feed, its loader
     workers and a resumed run read positions as before and no two ranks read the same item."""
 
-    def __init__(self, inner: Any, plan: Any):
+    def __init__(self, inner: Any, plan: ShardPlan):
         self.inner = inner
         self.plan = plan
         self.random_access = getattr(inner, "random_access", True)
@@ -368,7 +371,7 @@ class ShardedSource:
         close_source(self.inner)
 
 
-def open_sharded(open_source: Any, plan: Any, **kwargs: Any) -> ShardedSource:
+def open_sharded(open_source: Any, plan: ShardPlan, **kwargs: Any) -> ShardedSource:
     """`open_source(**kwargs)` wrapped as a `ShardedSource` (picklable with a picklable
     `open_source`, so loader workers open their own)."""
     return ShardedSource(open_source(**kwargs), plan)
