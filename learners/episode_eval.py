@@ -179,11 +179,13 @@ def evaluate_episodes(
     seed: int = 0,
     amp: str = "off",
     stacking: str = "auto",
+    indices: Sequence[int] | None = None,
 ) -> tuple[list[EpisodeRecord], list[dict[str, Any]]]:
     """Evaluate the first `count` episodes, `episodes_per_batch` at a time (`amp`: autocast as
     the run trained; `stacking`: see `learners.batched_finetune.resolved_stacking`); fails
     clearly if the source has fewer. Episode i's random draws come from
-    `episode_generator(seed, i)` whatever the batch size."""
+    `episode_generator(seed, i)` whatever the batch size. `indices` names the episodes' indices
+    in their stream when `episodes` is a share of it (a torchrun rank's; default 0, 1, ...)."""
     if episodes_per_batch < 1:
         raise ValueError(f"--episodes-per-batch {episodes_per_batch}: expected >= 1")
     records: list[EpisodeRecord] = []
@@ -192,7 +194,8 @@ def evaluate_episodes(
     bar = tqdm(
         total=count, disable=not progress, desc=description, unit="episode", dynamic_ncols=True
     )
-    source = enumerate(itertools.islice(episodes, count))
+    numbers = range(count) if indices is None else indices
+    source = zip(numbers, itertools.islice(episodes, count))
     try:
         while chunk := list(itertools.islice(source, episodes_per_batch)):
             tensors = [learner.to_tensors(episode) for _, episode in chunk]

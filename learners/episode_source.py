@@ -7,7 +7,8 @@ package works without it), and materialised episode shards (`episodes.episode_sh
 Sources are addressed by index, so training can resume at any step and evaluation reads the
 same episodes on every machine. `items(indices)` reads any increasing indices (what a
 background loader's worker w of W reads: start+w, start+w+W, ...); `random_access` says whether
-skipped indices cost nothing (False for shards, which are read front to back).
+skipped indices cost nothing (False for shards, which are read front to back). A
+`ShardedSource` is one torchrun rank's share of a training stream (`learners.distributed`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from learners.synthetic_episodes import (
     SyntheticEpisodeConfig,
     SyntheticEpisodeSource,
 )
+
+if TYPE_CHECKING:
+    from learners.distributed import ShardPlan
 
 SYNTHETIC = "synthetic"
 
@@ -340,3 +344,34 @@ def open_batch_source(
     return ReaderBatchSource(
         dataset, split_file, batch_size, options.image_size, seed, decode_processes
     )
+
+
+class ShardedSource:
+    """Rank r's share of a training stream (`learners.distributed.ShardPlan`): position p of
+    this stream is global item `plan.global_index(p)` of `inner`, so the feed, its loader
+    workers and a resumed run read positions as before and no two ranks read the same item."""
+
+    def __init__(self, inner: Any, plan: ShardPlan):
+        self.inner = inner
+        self.plan = plan
+        self.random_access = getattr(inner, "random_access", True)
+        if hasattr(inner, "class_ids"):
+            self.class_ids = inner.class_ids
+
+    def items(self, indices: Iterable[int]) -> Iterator[Any]:
+        return self.inner.items(self.plan.global_index(p) for p in indices)
+
+    def episodes(self, start: int = 0) -> Iterator[Any]:
+        return self.items(itertools.count(start))
+
+    def batches(self, start: int = 0) -> Iterator[Any]:
+        return self.items(itertools.count(start))
+
+    def close(self) -> None:
+        close_source(self.inner)
+
+
+def open_sharded(open_source: Any, plan: ShardPlan, **kwargs: Any) -> ShardedSource:
+    """`open_source(**kwargs)` wrapped as a `ShardedSource` (picklable with a picklable
+    `open_source`, so loader workers open their own)."""
+    return ShardedSource(open_source(**kwargs), plan)

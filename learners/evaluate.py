@@ -16,7 +16,8 @@ A folder holding results of other settings is never overwritten without --overwr
 Kendall tau of validation vs test rankings). Evaluation episodes depend only on --seed (default
 0, the same for every run) or come from materialised shards. Hardness is measured by
 --hardness-model (a fixed extractor, as the paper does: any checkpoint or run folder of this
-toolkit), else by the evaluated run itself.
+toolkit), else by the evaluated run itself. Under torchrun (`torchrun ... -m learners.evaluate --
+--run RUN ...`) rank r evaluates episodes r, r+W, ... and rank 0 writes them all.
 """
 
 from __future__ import annotations
@@ -40,12 +41,20 @@ from learners.batched_memory import CPU_EPISODES_PER_BATCH, default_episodes_per
 from learners.config_fields import flag_name
 from learners.config_flags import add_config_flags, given_values
 from learners.device import make_deterministic, resolve_device
+from learners.distributed import (
+    SINGLE_PROCESS,
+    RankInfo,
+    on_rank_zero,
+    one_line_per_fault,
+    rank_device,
+    rank_info_from_env,
+    rank_session,
+)
 from learners.episode_eval import (
     CLASS_FIELDS,
     EPISODE_FIELDS,
     EpisodeRecord,
     HardnessMeasure,
-    evaluate_episodes,
 )
 from learners.episode_source import (
     EpisodeSource,
@@ -60,6 +69,7 @@ from learners.methods.multiclass import MulticlassLearner
 from learners.metrics import summarize_accuracies
 from learners.registry import method_option_classes, methods_sharing
 from learners.run_dir import RunConfig, load_run_learner
+from learners.sharded_evaluation import evaluate_shard
 from learners.training_loop import BEST, CHECKPOINTS, list_snapshots
 
 SNAPSHOT_FIELDS = ("step", "accuracy", "std", "ci95", "n")
@@ -309,6 +319,7 @@ def _evaluate_snapshots(
     device: Any,
     overrides: dict[str, Any],
     amp: str = "off",
+    ranks: RankInfo = SINGLE_PROCESS,
 ) -> list[dict[str, Any]]:
     rows = []
     for step, label in steps:
@@ -316,10 +327,12 @@ def _evaluate_snapshots(
         if args.batch_norm is not None:
             learner.switch_batch_norm(args.batch_norm)
         make_deterministic(args.seed)
-        records, _ = evaluate_episodes(
+        records, _ = evaluate_shard(  # each rank its share under torchrun
             learner,
-            source.episodes(0),
+            source,
             args.episodes,
+            ranks,
+            args.seed,
             progress=not args.no_progress,
             description=f"step {step}",
             **_batching(args, learner, amp),
@@ -334,17 +347,18 @@ def _evaluate_snapshots(
                 "n": summary.n,
             }
         )
-        print(f"step {step}: {_format(summary.to_dict())}")
+        if ranks.is_writer:
+            print(f"step {step}: {_format(summary.to_dict())}")
     return rows
 
 
 def _batching(args: argparse.Namespace, learner: Learner, amp: str) -> dict[str, Any]:
-    """evaluate_episodes' batching arguments: --episodes-per-batch (or the device's default),
-    the episode seed and the run's --amp."""
+    """evaluate_episodes' batching arguments: --episodes-per-batch (or the device's default)
+    and the run's --amp."""
     per_batch = args.episodes_per_batch
     if per_batch is None:
         per_batch = default_episodes_per_batch(learner)
-    return {"episodes_per_batch": per_batch, "seed": args.seed, "amp": amp}
+    return {"episodes_per_batch": per_batch, "amp": amp}
 
 
 def _write_summary(out: Path, summary: dict[str, Any]) -> None:
@@ -353,12 +367,18 @@ def _write_summary(out: Path, summary: dict[str, Any]) -> None:
     )
 
 
-def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
+def _prepare_output(out: Path, settings: dict[str, Any], overwrite: bool) -> None:
+    check_output_folder(out, settings, overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> dict[str, Any]:
+    """Evaluate (as rank `ranks.rank` of a torchrun start, rank 0 writing, when sharded)."""
     if args.episodes < 1:
         raise ValueError(f"--episodes {args.episodes}: expected >= 1")
     if args.episodes_per_batch is not None and args.episodes_per_batch < 1:
         raise ValueError(f"--episodes-per-batch {args.episodes_per_batch}: expected >= 1")
-    device = resolve_device(args.device)
+    device = rank_device(ranks, resolve_device(args.device))
     which = args.checkpoint or _default_checkpoint(args.run)
     overrides = _learner_overrides(args)
     steps = (
@@ -378,9 +398,8 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     hardness = None if which == "all" else _hardness_measure(args, learner, device)
     settings["hardness"] = hardness.header() if hardness else None
     out = Path(args.output) if args.output else Path(args.run) / "eval" / folder_name(settings)
-    check_output_folder(out, settings, args.overwrite)  # before any long work
-    out.mkdir(parents=True, exist_ok=True)
-    if hardness is not None and args.hardness_model is None:
+    on_rank_zero(lambda: _prepare_output(out, settings, args.overwrite), ranks)  # before work
+    if hardness is not None and args.hardness_model is None and ranks.is_writer:
         print(
             "note: hardness measured by the evaluated run itself; the paper measures every "
             "method with one fixed extractor (--hardness-model CKPT)",
@@ -388,21 +407,27 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
         )
     label = args.label or default_label(settings)
     if which == "all":
-        rows = _evaluate_snapshots(args, steps, source, device, overrides, config.amp)
+        rows = _evaluate_snapshots(args, steps, source, device, overrides, config.amp, ranks)
+        if not ranks.is_writer:
+            return {}
         _write_csv(out / "snapshots.csv", SNAPSHOT_FIELDS, rows)
         summary = {"label": label, "settings": settings, "snapshots": rows, "out": str(out)}
         _write_summary(out, summary)
         print(f"wrote {out}/snapshots.csv, summary.json")
         return summary
     make_deterministic(args.seed)
-    records, class_rows = evaluate_episodes(
+    records, class_rows = evaluate_shard(  # each rank its share under torchrun
         learner,
-        source.episodes(0),
+        source,
         args.episodes,
+        ranks,
+        args.seed,
         hardness,
-        progress=not args.no_progress,
+        not args.no_progress,
         **_batching(args, learner, config.amp),
     )
+    if not ranks.is_writer:
+        return {}  # rank 0 writes every rank's records
     header = hardness.header() if hardness else "hardness: not measured (--no-hardness)"
     _write_csv(out / "episodes.csv", EPISODE_FIELDS, [r.to_row() for r in records], header)
     _write_csv(out / "classes.csv", CLASS_FIELDS, class_rows)
@@ -435,7 +460,12 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
 @user_faults(ValueError, FileNotFoundError)
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    evaluate_run(args)
+    ranks = rank_info_from_env()
+    if not ranks.sharded:
+        evaluate_run(args)
+        return 0
+    with one_line_per_fault(ranks), rank_session(resolve_device(args.device)) as (ranks, _):
+        evaluate_run(args, ranks)
     return 0
 
 

@@ -175,6 +175,20 @@ class Learner(nn.Module):
     def fit_batch(self, images: np.ndarray, class_ids: np.ndarray) -> float:
         raise NotImplementedError(f"{type(self).__name__} trains from episodes, not batches")
 
+    def batch_loss(self, images: np.ndarray, class_ids: np.ndarray) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} trains from episodes, not batches")
+
+    def item_loss(self, item: Any) -> torch.Tensor:
+        """The training loss of one stream item (episode, or (images, ids) batch) in training
+        mode, with no optimiser step: what a meta-batch step (`learners.meta_batch`) sums."""
+        self.train()
+        if self.stream == "batches":
+            images, class_ids = item
+            return self.batch_loss(images, class_ids)
+        ep = self.to_tensors(item)
+        with self.precision.autocast():
+            return self.episode_loss(ep)
+
     def train_step(self, item: Any) -> float:
         """One step on what the training stream yields (an episode or an (images, ids) batch)."""
         if self.stream == "batches":

@@ -53,6 +53,7 @@ class RunConfig:
     checkpoint_every: int = 1000
     validation_episodes: int = 100
     batch_size: int = 64
+    global_meta_batch: int = 1  # items per optimiser step, all ranks together (--meta-batch x W)
     # Loading and storage (results do not depend on them).
     loader_workers: int = 0
     decode_processes: int = 0

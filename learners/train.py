@@ -8,23 +8,43 @@ Re-running the same command on the same --output resumes from the last checkpoin
 --episodes continues training. `--synthetic` trains on generated blob images. Every option of
 the learners is a flag (generated from their config dataclasses); a method's own options are
 refused for another method.
+
+On several GPUs or machines, start the same command with torchrun (each rank reads its own
+share of every step's items, rank 0 alone writes):
+  torchrun --nproc_per_node 8 -m learners.train ... --meta-batch 2
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import io
 import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from learners.config_fields import cli_fields
 from learners.config_flags import add_config_flags, given_values
 from learners.device import make_deterministic, resolve_device
+from learners.distributed import (
+    SINGLE_PROCESS,
+    RankInfo,
+    agree_on_setup,
+    broadcast_module,
+    loading_note,
+    on_rank_zero,
+    one_line_per_fault,
+    rank_info_from_env,
+    rank_session,
+    shard_plan,
+)
 from learners.episode_eval import validation_hook
 from learners.episode_feed import FeedConfig, check_throughput_options, feed
 from learners.episode_source import (
@@ -33,8 +53,10 @@ from learners.episode_source import (
     close_source,
     open_batch_source,
     open_episode_source,
+    open_sharded,
 )
 from learners.learner_config import LearnerConfig
+from learners.meta_batch import meta_batch_stepper
 from learners.mixed_precision import AMP_MODES
 from learners.recipe_files import apply_recipe, recipe_listing, recipe_record
 from learners.registry import (
@@ -141,7 +163,16 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="training steps (episodes, or batches for multiclass methods)",
     )
-    parser.add_argument("--batch-size", type=int, default=64, help="multiclass batch size")
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="multiclass batch size (per rank)"
+    )
+    parser.add_argument(
+        "--meta-batch",
+        type=int,
+        default=1,
+        help="episodes (multiclass: batches) per optimiser step and rank, each its own forward "
+        "pass, the loss averaged; under torchrun a step takes meta-batch x ranks",
+    )
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
     parser.add_argument("--output", required=True, help="run folder", renamed_from=("--out",))
     parser.add_argument("--seed", type=int, default=0)
@@ -201,10 +232,10 @@ def learner_config_from_args(args: argparse.Namespace) -> LearnerConfig:
     return resolved_config(config)  # what runs; raises on a bad value or unknown backbone
 
 
-def run_config_from_args(args: argparse.Namespace) -> RunConfig:
+def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> RunConfig:
     """Validate the options (before any long work) and collect them in a RunConfig."""
     learner = learner_config_from_args(args)
-    for name in ("episodes", "batch_size", "checkpoint_every"):
+    for name in ("episodes", "batch_size", "checkpoint_every", "meta_batch"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)} is too small")
     if args.validation_episodes < 0:
@@ -232,6 +263,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         checkpoint_every=args.checkpoint_every,
         validation_episodes=args.validation_episodes,
         batch_size=args.batch_size,
+        global_meta_batch=args.meta_batch * ranks.world_size,
         loader_workers=args.loader_workers,
         decode_processes=args.decode_processes,
         keep_snapshots=args.keep_snapshots,
@@ -240,17 +272,33 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     )
 
 
+def rank_meta_batch(config: RunConfig, ranks: RankInfo) -> int:
+    """This rank's items per step: the run's global meta-batch divided by the ranks."""
+    if config.global_meta_batch < 1 or config.global_meta_batch % ranks.world_size:
+        raise ValueError(
+            f"a meta-batch of {config.global_meta_batch} items per step does not split over "
+            f"{ranks.world_size} ranks: expected a multiple of the ranks"
+        )
+    return config.global_meta_batch // ranks.world_size
+
+
 def train(
     config: RunConfig,
     out: str,
-    device_name: str = "auto",
+    device_name: str | torch.device = "auto",
     progress: bool = True,
     stop_after: int | None = None,
+    ranks: RankInfo = SINGLE_PROCESS,
 ) -> LoopResult:
-    """Train (or resume) the run described by `config` in folder `out`."""
-    device = resolve_device(device_name)
-    if config.dataset != SYNTHETIC and config.split_file is None:
+    """Train (or resume) the run described by `config` in folder `out` (as rank `ranks.rank`
+    of a torchrun start, in its process group, when `ranks` says so)."""
+    if isinstance(device_name, torch.device):
+        device = device_name
+    else:
+        device = resolve_device(device_name)
+    if config.dataset != SYNTHETIC and config.split_file is None and ranks.is_writer:
         print("note: no --split-file; using the splits of the dataset spec", file=sys.stderr)
+    plan = shard_plan(rank_meta_batch(config, ranks), ranks)
     options = config.episode_options
     if is_episodic(config.learner.method):
         open_train = functools.partial(
@@ -265,39 +313,88 @@ def train(
             options,
             config.seed,
         )
-    source = open_train(decode_processes=config.decode_processes)
-    if not is_episodic(config.learner.method):
-        config.learner.options.train_class_ids = [int(c) for c in source.class_ids]
-    feed_config = FeedConfig(config.loader_workers)
+    if ranks.sharded:
+        open_train = functools.partial(open_sharded, open_train, plan)
+    with agree_on_setup(ranks):  # a refused dataset: one line, not one per rank
+        source = open_train(decode_processes=config.decode_processes)
+        if not is_episodic(config.learner.method):
+            config.learner.options.train_class_ids = [int(c) for c in source.class_ids]
+        feed_config = FeedConfig(config.loader_workers)
 
-    def stream(start: int) -> Iterator[Any]:
-        return feed(source, open_train, start, feed_config, device)
+        def stream(start: int) -> Iterator[Any]:
+            return feed(source, open_train, start, feed_config, device)
 
-    validate = None
-    if config.validation_episodes > 0:
-        eval_options = EpisodeOptions(
-            ways=options.ways,
-            shots=options.shots,
-            query=options.query,
-            image_size=options.image_size,
-        )
-        valid = open_episode_source(
-            config.dataset, "valid", config.split_file, eval_options, config.seed
-        )
-        validate = validation_hook(lambda: valid.episodes(0), config.validation_episodes)
+        validate = None
+        if config.validation_episodes > 0 and ranks.is_writer:
+            eval_options = EpisodeOptions(
+                ways=options.ways,
+                shots=options.shots,
+                query=options.query,
+                image_size=options.image_size,
+            )
+            valid = open_episode_source(
+                config.dataset, "valid", config.split_file, eval_options, config.seed
+            )
+            validate = validation_hook(lambda: valid.episodes(0), config.validation_episodes)
     try:
         make_deterministic(config.seed)
         learner = build_learner(config.learner).to(device)  # every option checked before writing
         learner.set_precision(config.amp, config.channels_last)
-        write_or_check_run_config(out, config)
+        broadcast_module(learner, ranks)  # rank 0's initial weights everywhere, as DDP does
+        on_rank_zero(functools.partial(write_or_check_run_config, out, config), ranks)
         loop = LoopConfig(
-            config.total_steps, config.checkpoint_every, progress, config.keep_snapshots
+            config.total_steps,
+            config.checkpoint_every,
+            progress,
+            config.keep_snapshots,
+            meta_batch=plan.meta_batch,
         )
-        return run_training(learner, stream, out, loop, validate, stop_after=stop_after)
+        step_fn = None
+        if plan.global_meta_batch > 1:
+            step_fn = meta_batch_stepper(plan, ranks, config.seed)
+        return run_training(
+            learner, stream, out, loop, validate, stop_after, step_fn=step_fn, ranks=ranks
+        )
     finally:
         close_source(source)
         if validate is not None:
             close_source(valid)
+
+
+def _validated_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, RunConfig]:
+    """Parsed and checked options. Every rank checks the same options, so only rank 0 prints a
+    refusal (or a note); the others end quietly with the same status."""
+    if ranks.is_writer:
+        return _parsed_args(argv, ranks)
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            return _parsed_args(argv, ranks)
+        except (ValueError, FileNotFoundError):
+            raise SystemExit(2) from None
+
+
+def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, RunConfig]:
+    """The options with a --recipe's values as defaults (given flags override, recorded)."""
+    parser = build_parser()
+    recipe, overridden = apply_recipe(parser, argv)
+    args = parser.parse_args(argv)
+    config = run_config_from_args(args, ranks)
+    if recipe is not None:
+        config.extra.update(recipe_record(recipe, overridden, args))
+    return args, config
+
+
+def _train_ranks(args: argparse.Namespace, config: RunConfig, ranks: RankInfo) -> LoopResult:
+    """`train`, in the process group of a torchrun start when there is one."""
+    device = resolve_device(args.device)
+    progress = not args.no_progress
+    if not ranks.sharded:
+        return train(config, args.output, device, progress=progress)
+    note = loading_note(config.loader_workers, config.decode_processes, ranks)
+    if note and ranks.is_writer:
+        print(note, file=sys.stderr)
+    with one_line_per_fault(ranks), rank_session(device) as (ranks, device):
+        return train(config, args.output, device, progress=progress, ranks=ranks)
 
 
 @user_faults(ValueError, FileNotFoundError)
@@ -306,13 +403,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--list-recipes" in argv:
         print(recipe_listing())
         return 0
-    parser = build_parser()
-    recipe, overridden = apply_recipe(parser, argv)
-    args = parser.parse_args(argv)
-    config = run_config_from_args(args)
-    if recipe is not None:
-        config.extra.update(recipe_record(recipe, overridden, args))
-    result = train(config, args.output, args.device, progress=not args.no_progress)
+    ranks = rank_info_from_env()
+    args, config = _validated_args(argv, ranks)
+    result = _train_ranks(args, config, ranks)
+    if not ranks.is_writer:
+        return 0
     if result.start_step >= config.total_steps:
         print(f"{args.output}: already trained for {result.start_step} steps; nothing to do")
         return 0
@@ -340,6 +435,12 @@ def resume_line(argv: Sequence[str]) -> str:
         if last.is_file()
         else "no checkpoint yet"
     )
+    if rank_info_from_env().sharded:
+        command = " ".join(shlex.quote(a) for a in ["-m", "learners.train", *argv])
+        return (
+            f"interrupted ({args.output}: {where}); resume with the same torchrun command "
+            f"(torchrun ... {command})"
+        )
     command = " ".join(shlex.quote(a) for a in ["python", "-m", "learners.train", *argv])
     return f"interrupted ({args.output}: {where}); resume with the same command: {command}"
 

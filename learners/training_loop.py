@@ -14,11 +14,14 @@ otherwise), so they cost no space and survive the snapshot's pruning. Resuming r
 index, so an interrupted run ends with the same weights as an uninterrupted one. Validation
 runs under a forked RNG and never changes the training trajectory. The loop measures the time
 it waits for the next item (`LoopResult.data_wait_s`; the progress bar shows it as a share).
+With a step function (`learners.meta_batch`) a step trains on `meta_batch` items; under torchrun
+rank 0 alone writes, validates and shows progress, and every rank resumes from rank 0's last.pt.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import os
 import shutil
 import time
@@ -31,6 +34,7 @@ import torch
 from tqdm import tqdm
 
 from episodes.util.atomic_files import atomic_path
+from learners.distributed import SINGLE_PROCESS, RankInfo, barrier, broadcast_file
 from learners.learner import Learner
 from learners.metrics import AccuracySummary
 
@@ -48,8 +52,11 @@ class LoopConfig:
     checkpoint_every: int = 1000
     progress: bool = True
     keep_snapshots: int | None = None  # None: keep every step_N.pt
+    meta_batch: int = 1  # stream items per step (this process's share of a meta-batch)
 
     def __post_init__(self) -> None:
+        if self.meta_batch < 1:
+            raise ValueError(f"--meta-batch {self.meta_batch}: expected >= 1")
         if self.total_steps < 1 or self.checkpoint_every < 1:
             raise ValueError(
                 f"steps ({self.total_steps}) and checkpoint interval ({self.checkpoint_every}) "
@@ -132,11 +139,14 @@ def save_checkpoint(learner: Learner, step: int, path: Path) -> None:
     _atomic_save(payload, path)
 
 
-def load_checkpoint(learner: Learner, path: str | os.PathLike, restore_rng: bool = True) -> int:
-    """Load a checkpoint into `learner`; returns its step."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} not found")
+def load_checkpoint(
+    learner: Learner, path: str | os.PathLike | io.BytesIO, restore_rng: bool = True
+) -> int:
+    """Load a checkpoint (a file, or its bytes) into `learner`; returns its step."""
+    if not isinstance(path, io.BytesIO):
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint {path} not found")
     payload = torch.load(path, map_location=learner.device, weights_only=True)
     learner.load_state_dict(payload["model"])
     if learner.optimizer is not None and "optimizer" in payload:
@@ -185,6 +195,16 @@ def _cuda_devices() -> list[int]:
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
 
+StepFunction = Callable[[Learner, list[Any], int], float]
+
+
+def _next_items(items: Iterator[Any], config: LoopConfig, step_fn: StepFunction | None) -> Any:
+    """What one step trains on: the next item, or the next `meta_batch` items for `step_fn`."""
+    if step_fn is None:
+        return next(items)
+    return [next(items) for _ in range(config.meta_batch)]
+
+
 def run_training(
     learner: Learner,
     stream: Callable[[int], Iterator[Any]],
@@ -192,20 +212,31 @@ def run_training(
     config: LoopConfig,
     validate: Callable[[Learner], AccuracySummary] | None = None,
     stop_after: int | None = None,
+    step_fn: StepFunction | None = None,
+    ranks: RankInfo = SINGLE_PROCESS,
 ) -> LoopResult:
     """Train `learner` on `stream(start)` items until `config.total_steps`.
 
     Resumes from `run_dir/checkpoints/last.pt` when present. `stop_after` ends the session after
-    that global step (an interruption, for tests and time-limited jobs)."""
+    that global step (an interruption, for tests and time-limited jobs). `step_fn(learner,
+    items, step)` trains on `config.meta_batch` items per step (a meta-batch, see
+    `learners.meta_batch`) instead of `learner.train_step` on one; of several ranks, rank 0
+    alone writes, validates and shows progress, and every rank resumes from rank 0's last.pt."""
+    if step_fn is None and config.meta_batch != 1:
+        raise ValueError(f"a meta-batch of {config.meta_batch} items needs a step function")
     run_dir = Path(run_dir)
-    (run_dir / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    writer = ranks.is_writer
+    if writer:
+        (run_dir / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
     start = 0
     best = float("-inf")
     last = run_dir / CHECKPOINTS / LAST
-    if last.is_file():
-        start = load_checkpoint(learner, last)
-        previous = _truncate_logs(run_dir, start)
-        best = max((float(r["accuracy"]) for r in previous), default=float("-inf"))
+    resume = broadcast_file(last, ranks) if ranks.sharded else (last if last.is_file() else None)
+    if resume is not None:
+        start = load_checkpoint(learner, resume)
+        if writer:
+            previous = _truncate_logs(run_dir, start)
+            best = max((float(r["accuracy"]) for r in previous), default=float("-inf"))
     result = LoopResult(start_step=start, end_step=start)
     end = config.total_steps if stop_after is None else min(config.total_steps, stop_after)
     if start >= end:
@@ -213,7 +244,7 @@ def run_training(
     bar = tqdm(
         total=config.total_steps,
         initial=start,
-        disable=not config.progress,
+        disable=not (config.progress and writer),
         desc=f"train {learner.config.method}",
         unit="step",
         dynamic_ncols=True,
@@ -221,21 +252,23 @@ def run_training(
     pending: list[dict[str, Any]] = []
     began = time.time()
     loop_began = time.perf_counter()
-    items = stream(start)
+    items = stream(start * config.meta_batch)
     try:
         for step in range(start + 1, end + 1):
             asked = time.perf_counter()
-            item = next(items)
+            item = _next_items(items, config, step_fn)
             result.data_waits.append(time.perf_counter() - asked)
             learner.schedule_step(step, config.total_steps)  # learners.lr_schedule
-            loss = learner.train_step(item)
+            loss = learner.train_step(item) if step_fn is None else step_fn(learner, item, step)
             del item
             result.losses.append(loss)
-            pending.append({"step": step, "loss": f"{loss:.6f}"})
+            if writer:
+                pending.append({"step": step, "loss": f"{loss:.6f}"})
             bar.update(1)
             result.loop_s = time.perf_counter() - loop_began
             bar.set_postfix(loss=f"{loss:.4f}", wait=f"{100 * result.data_wait_share:.0f}%")
-            if step % config.checkpoint_every == 0 or step == config.total_steps:
+            checkpoint = step % config.checkpoint_every == 0 or step == config.total_steps
+            if checkpoint and writer:  # rank 0 writes; the others go on to the next step
                 _append_rows(run_dir / TRAIN_LOG, ("step", "loss"), pending)
                 pending = []
                 snapshot = snapshot_path(run_dir, step)
@@ -269,4 +302,5 @@ def run_training(
         if close is not None:
             close()  # stops a background feed's workers, also on Ctrl-C and errors
         bar.close()
+    barrier(ranks)  # the others wait for rank 0's last checkpoint before ending
     return result

@@ -183,6 +183,14 @@ class MulticlassLearner(Learner):
 
     def fit_batch(self, images: np.ndarray, class_ids: np.ndarray) -> float:
         """One optimiser step of (smoothed, optionally mixup) cross-entropy on a batch."""
+        assert self.optimizer is not None
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.batch_loss(images, class_ids)
+        self.precision.backward_and_step(loss, self.optimizer)
+        return float(loss.detach())
+
+    def batch_loss(self, images: np.ndarray, class_ids: np.ndarray) -> torch.Tensor:
+        """(Smoothed, optionally mixup) cross-entropy on a batch, no optimiser step."""
         self.train()
         inputs = images_to_tensor(
             images, self.device, self.normalization, self.config.image_size, self.memory_format
@@ -201,12 +209,8 @@ class MulticlassLearner(Learner):
             perm = torch.randperm(inputs.shape[0]).to(self.device)
             inputs = mix.view(-1, 1, 1, 1) * inputs + (1 - mix.view(-1, 1, 1, 1)) * inputs[perm]
             targets = mix.view(-1, 1) * targets + (1 - mix.view(-1, 1)) * targets[perm]
-        assert self.optimizer is not None
-        self.optimizer.zero_grad(set_to_none=True)
         with self.precision.autocast():
-            loss = soft_cross_entropy(self.classifier(self.backbone(inputs)), targets)
-        self.precision.backward_and_step(loss, self.optimizer)
-        return float(loss.detach())
+            return soft_cross_entropy(self.classifier(self.backbone(inputs)), targets)
 
     def fit_episode(self, episode: object) -> float:
         raise NotImplementedError("multiclass pre-training trains from batches (fit_batch)")

@@ -1,0 +1,383 @@
+"""Meta-batches and torchrun (issue 23): W ranks with `--meta-batch M` train the weights of one
+process with `--meta-batch M*W`; rank 0 alone writes; a resumed torchrun run continues the
+same trajectory; `learners.evaluate` under torchrun writes the files of one process; a rank's
+death ends every rank. Real `torchrun` (torch.distributed.run), 2 CPU processes, Gloo on the
+loopback interface only, the synthetic blob data and a quarter-width CNN4."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from learners import evaluate
+from learners import train as train_cli
+from learners.distributed import (
+    SINGLE_PROCESS,
+    RankInfo,
+    ShardPlan,
+    cores_per_rank,
+    evaluation_share,
+    loading_note,
+    rank_info_from_env,
+)
+from learners.episode_source import EpisodeOptions, ShardedSource, open_episode_source
+from learners.meta_batch import meta_batch_step
+from learners.registry import build_learner, learner_config
+from learners.synthetic_episodes import BlobDataset, BlobDatasetConfig, SyntheticEpisodeSource
+from tests.test_learners_cli import TINY as CLI_TINY
+
+torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [*CLI_TINY, "--synthetic", "--validation-episodes", "0", "--device", "cpu"]
+TOLERANCE = 1e-5  # the issue's bound on max |difference| of every parameter (fp32)
+
+
+# ------------------------------------------------------------------ shard plans, rank info
+
+
+@pytest.mark.parametrize(("meta_batch", "world"), [(1, 2), (2, 2), (3, 4), (4, 1)])
+def test_the_ranks_of_a_step_read_the_items_of_one_process_once(meta_batch, world) -> None:
+    for step in (1, 2, 7):
+        shares = [ShardPlan(meta_batch, r, world).step_indices(step) for r in range(world)]
+        flat = [i for share in shares for i in share]
+        first = (step - 1) * meta_batch * world
+        assert flat == list(range(first, first + meta_batch * world))  # rank order, no overlap
+        one = ShardPlan(meta_batch * world, 0, 1).step_indices(step)
+        assert flat == one
+
+
+def test_a_sharded_source_reads_its_positions_global_items() -> None:
+    dataset = BlobDataset(BlobDatasetConfig(image_size=12))
+    source = SyntheticEpisodeSource("train", 5, dataset=dataset)
+    sharded = ShardedSource(source, ShardPlan(2, 1, 3))  # rank 1 of 3, 2 per step
+    got = [e["support_images"] for e in sharded.items(range(4))]  # steps 0 and 1
+    for image, index in zip(got, [2, 3, 8, 9]):
+        assert (image == source.episode(index)["support_images"]).all()
+
+
+def test_bad_meta_batches_and_ranks_are_refused(tmp_path, capsys) -> None:
+    with pytest.raises(ValueError, match="--meta-batch 0"):
+        ShardPlan(0, 0, 1)
+    with pytest.raises(ValueError, match="rank 2 of 2"):
+        ShardPlan(1, 2, 2)
+    out = tmp_path / "run"
+    argv = ["--method", "protonet", *TINY, "--episodes", "2", "--output", str(out)]
+    assert train_cli.main([*argv, "--meta-batch", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --meta-batch 0 is too small"
+    assert not out.exists()  # refused before anything was written
+
+
+def test_rank_info_comes_from_torchruns_variables() -> None:
+    assert rank_info_from_env({}) == SINGLE_PROCESS
+    env = {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"}
+    info = rank_info_from_env(env)
+    assert (info.rank, info.world_size, info.local_rank, info.sharded) == (3, 8, 1, True)
+    assert not info.is_writer and RankInfo(0, 8, 0, 4).is_writer
+    with pytest.raises(ValueError, match="WORLD_SIZE='two'"):
+        rank_info_from_env({"RANK": "0", "WORLD_SIZE": "two", "LOCAL_RANK": "0"})
+    with pytest.raises(ValueError, match="RANK 2, WORLD_SIZE 2"):
+        rank_info_from_env({"RANK": "2", "WORLD_SIZE": "2", "LOCAL_RANK": "0"})
+    assert cores_per_rank(RankInfo(0, 8, 0, 4), cores=16) == 4
+    assert cores_per_rank(RankInfo(0, 8, 0, 4), cores=2) == 1
+    assert evaluation_share(7, RankInfo(1, 3, 1, 3)) == [1, 4]
+    assert "count per rank" in str(loading_note(10**6, 0, RankInfo(0, 2, 0, 2)))
+    assert loading_note(0, 0, RankInfo(0, 2, 0, 2)) is None
+    assert loading_note(10**6, 0, SINGLE_PROCESS) is None
+
+
+def test_a_meta_batch_step_follows_the_gradient_of_the_mean_loss() -> None:
+    """One process, M=3: the step equals one SGD step on the mean of the 3 episode losses
+    computed in one graph (plain SGD: no Adam normalisation of rounding-level gradients)."""
+    config = learner_config(
+        "protonet", backbone="cnn4", image_size=16, width=0.25, optimizer="sgd", lr=0.05
+    )
+    source = open_episode_source(
+        "synthetic", "train", None, EpisodeOptions(ways=3, shots=2, query=2, image_size=16), 1
+    )
+    episodes = [source.episode(i) for i in range(3)]
+    torch.manual_seed(0)
+    stepped = build_learner(config)
+    torch.manual_seed(0)
+    reference = build_learner(config)
+    loss = meta_batch_step(stepped, episodes, 1, ShardPlan(3, 0, 1), SINGLE_PROCESS, seed=1)
+    assert reference.optimizer is not None
+    reference.train()
+    reference.optimizer.zero_grad()
+    losses = [reference.episode_loss(reference.to_tensors(e)) for e in episodes]
+    mean = sum(losses) / 3
+    mean.backward()
+    reference.optimizer.step()
+    assert loss == pytest.approx(float(mean.detach()), rel=1e-6)
+    got, want = stepped.state_dict(), reference.state_dict()
+    for name in want:
+        if want[name].is_floating_point() and name.endswith(("weight", "bias")):
+            assert torch.allclose(got[name], want[name], atol=1e-6), name
+    assert not torch.equal(
+        got["backbone.blocks.0.weight"],
+        build_learner(config).state_dict()["backbone.blocks.0.weight"],
+    )  # it did step
+
+
+# ------------------------------------------------------------------------------ torchrun
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def rank_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1")
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        env.pop(name, None)
+    return env
+
+
+def torchrun_command(module: str, args: list[str], ranks: int = 2) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        str(ranks),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(free_port()),
+        "-m",
+        module,
+        "--",  # torchrun's own parser would take --run for its --run-path
+        *args,
+    ]
+
+
+def torchrun(module: str, args: list[str], ranks: int = 2) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        torchrun_command(module, args, ranks),
+        env=rank_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@contextlib.contextmanager
+def threads_of_a_rank() -> Iterator[None]:
+    """This process with the torch threads a rank of 2 uses (float sums split over threads
+    differently could differ in the last bits)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cores_per_rank(RankInfo(0, 2, 0, 2)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def train_one_process(args: list[str]) -> None:
+    with threads_of_a_rank():
+        assert train_cli.main(args) == 0
+
+
+def model_state(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run / "checkpoints" / "last.pt", weights_only=True)["model"]
+
+
+def max_differences(a: Path, b: Path) -> tuple[float, float]:
+    """(largest |difference| of a parameter, of a floating buffer) of two runs' last.pt."""
+    x, y = model_state(a), model_state(b)
+    assert x.keys() == y.keys()
+    params, buffers = 0.0, 0.0
+    for name in x:
+        if not x[name].is_floating_point():
+            assert torch.equal(x[name], y[name]), name  # num_batches_tracked
+            continue
+        gap = float((x[name].double() - y[name].double()).abs().max())
+        if "running_" in name:
+            buffers = max(buffers, gap)
+        else:
+            params = max(params, gap)
+    return params, buffers
+
+
+def losses(run: Path) -> list[float]:
+    with (run / "train_log.csv").open() as handle:
+        return [float(row["loss"]) for row in csv.DictReader(handle)]
+
+
+def test_two_ranks_with_meta_batch_2_train_the_weights_of_one_process_with_4(tmp_path) -> None:
+    """ProtoNet (per-episode BatchNorm), 20 steps: every parameter within 1e-5 (measured: 0),
+    BatchNorm's running statistics within 1e-5, the same losses and the same config.json;
+    the other rank wrote nothing."""
+    common = ["--method", "protonet", *TINY, "--episodes", "20", "--checkpoint-every", "10"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    train_one_process([*common, "--meta-batch", "4", "--output", str(one)])
+    done = torchrun("learners.train", [*common, "--meta-batch", "2", "--output", str(two)])
+    params, buffers = max_differences(one, two)
+    assert params <= TOLERANCE and buffers <= TOLERANCE, (params, buffers)
+    assert losses(two) == pytest.approx(losses(one), abs=1e-5) and len(losses(two)) == 20
+    assert (one / "config.json").read_text() == (two / "config.json").read_text()
+    assert json.loads((two / "config.json").read_text())["global_meta_batch"] == 4
+    written = sorted(str(p.relative_to(two)) for p in two.rglob("*"))
+    assert written == sorted(str(p.relative_to(one)) for p in one.rglob("*"))
+    assert done.stdout.count("steps 0->20") == 1  # rank 0's summary line only
+    # The meta-batch changes training: one process with M=1 ends elsewhere.
+    single = tmp_path / "single"
+    train_one_process([*common, "--output", str(single)])
+    weight = "backbone.blocks.0.weight"
+    assert float((model_state(one)[weight] - model_state(single)[weight]).abs().max()) > 1e-3
+
+
+def test_a_resumed_torchrun_run_continues_the_trajectory_of_one_process(tmp_path) -> None:
+    """Multiclass pre-training (mixup and augmentation draw from torch's RNG: item i's draws
+    are seeded by (seed, i)), 2 ranks x 1 batch: stopped after 6 of 12 steps and resumed
+    under torchrun, it ends with the weights of one process with --meta-batch 2. The
+    resumed session starts from rank 0's last.pt on both ranks."""
+    common = [
+        "--method",
+        "multiclass",
+        *TINY,
+        "--batch-size",
+        "8",
+        "--mixup-alpha",
+        "0.4",
+        "--checkpoint-every",
+        "3",
+        "--keep-snapshots",
+        "1",
+    ]
+    one, two = tmp_path / "one", tmp_path / "two"
+    train_one_process([*common, "--episodes", "12", "--meta-batch", "2", "--output", str(one)])
+    torchrun("learners.train", [*common, "--episodes", "6", "--output", str(two)])
+    assert len(losses(two)) == 6
+    done = torchrun("learners.train", [*common, "--episodes", "12", "--output", str(two)])
+    assert "steps 6->12" in done.stdout
+    params, buffers = max_differences(one, two)
+    assert params <= TOLERANCE and buffers <= TOLERANCE, (params, buffers)
+    assert losses(two) == pytest.approx(losses(one), abs=1e-5)
+    snapshots = sorted(p.name for p in (two / "checkpoints").glob("step_*.pt"))
+    assert snapshots == ["step_00000012.pt"]  # --keep-snapshots 1 on rank 0
+
+
+def test_one_rank_trains_the_plain_run_and_evaluation_on_two_writes_its_files(tmp_path) -> None:
+    """`torchrun --nproc_per_node 1` takes the one-process path: the checkpoint of the plain
+    command, bit for bit. Evaluating that run on 2 ranks writes the files of one process."""
+    run, plain = tmp_path / "run", tmp_path / "plain"
+    argv = ["--method", "protonet", *TINY, "--episodes", "3", "--checkpoint-every", "2"]
+    torchrun("learners.train", [*argv, "--output", str(run)], ranks=1)
+    assert train_cli.main([*argv, "--output", str(plain)]) == 0  # this process: 1 thread too
+    for name in ("step_00000002.pt", "last.pt"):
+        x = torch.load(run / "checkpoints" / name, weights_only=True)
+        y = torch.load(plain / "checkpoints" / name, weights_only=True)
+        assert x["model"].keys() == y["model"].keys() and x["step"] == y["step"]
+        assert all(torch.equal(x["model"][k], y["model"][k]) for k in x["model"])
+        assert torch.equal(x["torch_rng"], y["torch_rng"])
+    assert (run / "train_log.csv").read_bytes() == (plain / "train_log.csv").read_bytes()
+    common = ["--run", str(run), "--episodes", "7", "--no-progress", "--device", "cpu"]
+    with threads_of_a_rank():
+        assert evaluate.main([*common, "--output", str(tmp_path / "one")]) == 0
+    done = torchrun("learners.evaluate", [*common, "--output", str(tmp_path / "two")])
+    for name in ("episodes.csv", "classes.csv"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    two = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert one.pop("out") != two.pop("out") and one == two
+    assert done.stdout.count("wrote ") == 1
+
+
+@contextlib.contextmanager
+def training_past_a_checkpoint(tmp_path: Path, *extra: str) -> Iterator[subprocess.Popen]:
+    """A long 2-rank torchrun training in its own session, once rank 0 wrote a checkpoint;
+    killed on the way out if the test left it running."""
+    args = ["--method", "protonet", *TINY, "--episodes", "100000", "--checkpoint-every", "5"]
+    args += [*extra, "--output", str(tmp_path / "run")]
+    launcher = subprocess.Popen(
+        torchrun_command("learners.train", args),
+        env=rank_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        last = tmp_path / "run" / "checkpoints" / "last.pt"
+        deadline = time.time() + 120
+        while not last.exists() and time.time() < deadline and launcher.poll() is None:
+            time.sleep(0.2)
+        assert last.exists(), "no checkpoint within 120 s"
+        yield launcher
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+
+
+def test_a_killed_rank_ends_every_rank_without_a_hang(tmp_path) -> None:
+    """SIGKILL one rank mid-run (a crash, an out-of-memory kill): torchrun ends the others and
+    fails; nothing is left running and no rank printed a traceback of its own."""
+    with training_past_a_checkpoint(tmp_path) as launcher:
+        children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text()
+        workers = [int(p) for p in children.split()]
+        assert len(workers) == 2, workers
+        os.kill(max(workers), signal.SIGKILL)
+        _, stderr = launcher.communicate(timeout=90)
+    assert launcher.returncode != 0
+    assert "learners/" not in stderr  # torchrun reports the failure; no rank's own traceback
+    for pid in workers:
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+        )
+
+
+def test_a_refused_dataset_ends_every_rank_with_one_line(tmp_path) -> None:
+    missing = tmp_path / "missing"
+    args = ["--method", "protonet", "--dataset", str(missing), "--episodes", "3"]
+    args += ["--no-progress", "--output", str(tmp_path / "run")]
+    done = subprocess.run(
+        torchrun_command("learners.train", args),
+        env=rank_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert lines == [
+        f"error: every rank of 2: --dataset {missing}: no such folder (expected a "
+        "converted dataset)"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_ends_every_rank_with_rank_zeros_resume_line(tmp_path) -> None:
+    """SIGINT to the launcher's process group (what a terminal's Ctrl-C does): every rank
+    stops, rank 0 alone prints the line that resumes the run, no rank prints a traceback.
+    (With --amp bf16 --channels-last, which train under torchrun up to the checkpoint.)"""
+    with training_past_a_checkpoint(tmp_path, "--amp", "bf16", "--channels-last") as launcher:
+        os.killpg(launcher.pid, signal.SIGINT)
+        _, stderr = launcher.communicate(timeout=90)
+    assert launcher.returncode != 0
+    resume = [line for line in stderr.splitlines() if line.startswith("interrupted (")]
+    assert len(resume) == 1 and "resume with the same torchrun command" in resume[0]
+    assert "last checkpoint step" in resume[0]
+    assert "learners/" not in stderr  # torchrun's own lines only besides rank 0's
