@@ -78,7 +78,9 @@ def batching_kind(learner: Learner) -> str:
     """'finetune', 'maml', 'shared_backbone' or 'none' (see the module docstring)."""
     inference = getattr(learner.options, "inference", None)
     if learner.config.method in MAML_METHODS:
-        return "maml"
+        # The batched inner loop normalises each set by its own moments (--batch-norm episode);
+        # the other conventions go one episode at a time.
+        return "maml" if learner.batch_norm == "episode" else "none"
     if inference in FINETUNE_INFERENCES:
         return "finetune"
     was_training = learner.training

@@ -3,7 +3,8 @@
 What `learners.methods.maml.MAML.query_logits` does at evaluation, episode by episode: a head
 started at zero (MAML, ANIL) or at the prototype-equivalent layer (Proto-MAML), `steps` first-order
 SGD steps on the support cross-entropy (the backbone adapted too unless ANIL), then the adapted
-model's query logits, BatchNorm on batch statistics. Here each episode runs under `vmap` with
+model's query logits, BatchNorm on batch statistics (--batch-norm episode; BatchNorm's scale and
+offset adapted only with --adapt-batch-norm, as `MAML.adapted_backbone_names` says). Here each episode runs under `vmap` with
 `torch.func.grad` for the steps, so every episode's BatchNorm statistics, head and adapted
 weights are its own; padded images (mixed shots) are masked out of BatchNorm and losses, padded
 ways get logits that softmax to exactly 0 (their head rows never move).
@@ -54,6 +55,7 @@ def batched_maml_query_logits(
     else:
         module, mask_names = learner.backbone, []
     backbone = {name: p.detach() for name, p in module.named_parameters()}
+    adapted_names = sorted(learner.adapted_backbone_names())
     ways = stack.way_mask.shape[1]
 
     def features(params: Tensors, images: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -75,21 +77,22 @@ def batched_maml_query_logits(
             weight = support_features.new_zeros(ways, support_features.shape[1])
             bias = support_features.new_zeros(ways)
         fast: Tensors = {HEAD[0]: weight, HEAD[1]: bias}
-        if variant.adapt_backbone:
-            fast.update(backbone)
+        fast.update({name: backbone[name] for name in adapted_names})
+
+        def with_fast(fast: Tensors) -> Tensors:
+            return {**backbone, **{name: fast[name] for name in adapted_names}}
 
         def loss(fast: Tensors) -> torch.Tensor:
             feats = support_features
-            if variant.adapt_backbone:
-                feats = features({k: fast[k] for k in backbone}, support, s_mask)
+            if adapted_names:
+                feats = features(with_fast(fast), support, s_mask)
             ce = F.cross_entropy(logits(fast, feats), labels, reduction="none")
             return masked_means(ce.unsqueeze(0), s_mask.unsqueeze(0))[0]
 
         for _ in range(steps):
             grads = grad(loss)(fast)
             fast = {name: fast[name] - lr * grads[name] for name in fast}
-        adapted = {k: fast[k] for k in backbone} if variant.adapt_backbone else backbone
-        return logits(fast, features(adapted, query, q_mask))
+        return logits(fast, features(with_fast(fast), query, q_mask))
 
     with torch.no_grad():
         final = vmap(episode, randomness="error")(
