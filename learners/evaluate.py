@@ -32,6 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from episodes.sampler_factory import split_file_notes
 from episodes.util.atomic_files import atomic_path, write_text_atomically
 from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import add_dataset_argument, command_parser
@@ -46,6 +47,7 @@ from learners.episode_eval import (
     evaluate_episodes,
 )
 from learners.episode_source import (
+    SYNTHETIC,
     EpisodeSource,
     ShardEpisodeSource,
     open_episode_source,
@@ -83,7 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
         required=False,
         help="evaluate on this converted dataset folder instead of the run's (repeatable)",
     )
-    parser.add_argument("--split-file", default=None, help="split file for --dataset")
+    parser.add_argument(
+        "--split-file",
+        default=None,
+        help="split file replacing the run's (or, with --dataset, the dataset spec's) splits",
+    )
     parser.add_argument(
         "--checkpoint", default=None, help="best (default when validated), last, step_N, or all"
     )
@@ -178,12 +184,34 @@ def _dataset(args: argparse.Namespace) -> str | None:
     return ",".join(d for folder in args.dataset for d in folder.split(",") if d)
 
 
+def _split_file(args: argparse.Namespace, config: RunConfig) -> str | None:
+    """The split file episodes are drawn with: --split-file when given (checked here, before
+    any work), else the run's (without --dataset) or none (the dataset spec's splits)."""
+    if args.split_file is not None:
+        if args.episode_shards is not None:
+            raise UserError(
+                f"--split-file {args.split_file}: episode shards hold their own episodes; "
+                "give --split-file or --episode-shards, not both"
+            )
+        if config.dataset == SYNTHETIC and not args.dataset:
+            raise UserError(
+                f"--split-file {args.split_file}: the run trained on synthetic data, which has "
+                "no classes to split; add --dataset DIR"
+            )
+        if not Path(args.split_file).is_file():
+            raise UserError(f"--split-file {args.split_file}: no such file")
+        return args.split_file
+    return None if args.dataset else config.split_file
+
+
 def _episode_source(args: argparse.Namespace, config: RunConfig) -> EpisodeSource:
     if args.episode_shards is not None:
         return ShardEpisodeSource(args.episode_shards, config.learner.image_size)
-    dataset, split_file = config.dataset, config.split_file
-    if args.dataset:
-        dataset, split_file = _dataset(args), args.split_file
+    dataset = _dataset(args) or config.dataset
+    split_file = _split_file(args, config)
+    if split_file is not None:
+        for note in split_file_notes(dataset.split(","), split_file):
+            print(f"note: {note}", file=sys.stderr)
     return open_episode_source(
         dataset, args.split, split_file, _episode_options(args, config), args.seed
     )
@@ -234,7 +262,7 @@ def evaluation_settings(
         "base_novel_lambda": args.base_novel_lambda,
         "episode_shards": shards,
         "dataset": _dataset(args),
-        "split_file": args.split_file if args.dataset else config.split_file,
+        "split_file": _split_file(args, config),
         "hardness": None,
     }
 
@@ -338,7 +366,8 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     settings = evaluation_settings(args, learner, config, which, step)
     hardness = None if which == "all" else _hardness_measure(args, learner, device)
     settings["hardness"] = hardness.header() if hardness else None
-    out = Path(args.output) if args.output else Path(args.run) / "eval" / folder_name(settings)
+    name = folder_name(settings, explicit_split_file=args.split_file)
+    out = Path(args.output) if args.output else Path(args.run) / "eval" / name
     check_output_folder(out, settings, args.overwrite)  # before any long work
     out.mkdir(parents=True, exist_ok=True)
     if hardness is not None and args.hardness_model is None:
@@ -374,7 +403,7 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "episode_shards": args.episode_shards,
         "base_novel_lambda": args.base_novel_lambda,
-        "split_R": split_divergence(args.split_file if args.dataset else config.split_file),
+        "split_R": split_divergence(_split_file(args, config)),
         "hardness_extractor": hardness.description if hardness else None,
         "settings": settings,
         **summarize_records(records),

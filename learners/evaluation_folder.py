@@ -27,8 +27,9 @@ def episode_shape(ways: int | None, shots: int | None, query: int | None) -> str
     return "".join(parts) or "variable"
 
 
-def folder_name(settings: Mapping[str, Any]) -> str:
-    """The default folder name: split, checkpoint, inference, shape, count, then variants."""
+def folder_name(settings: Mapping[str, Any], explicit_split_file: str | None = None) -> str:
+    """The default folder name: split, checkpoint, inference, shape, count, then variants
+    (a split file given to the evaluation adds `split-<its name>`)."""
     parts = [settings["split"], settings["checkpoint"]]
     if settings.get("inference"):
         parts.append(settings["inference"])
@@ -52,6 +53,8 @@ def folder_name(settings: Mapping[str, Any]) -> str:
         )
     if settings.get("dataset"):
         parts.append("on-" + "+".join(Path(d).name for d in settings["dataset"].split(",")))
+    if explicit_split_file:
+        parts.append("split-" + Path(explicit_split_file).stem)
     return "-".join(str(p) for p in parts)
 
 

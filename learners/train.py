@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from episodes.sampler_factory import split_file_notes
 from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from learners.config_fields import cli_fields
@@ -241,6 +242,9 @@ def train(
     device = resolve_device(device_name)
     if config.dataset != SYNTHETIC and config.split_file is None:
         print("note: no --split-file; using the splits of the dataset spec", file=sys.stderr)
+    if config.dataset != SYNTHETIC:
+        for note in split_file_notes(config.dataset.split(","), config.split_file):
+            print(f"note: {note}", file=sys.stderr)
     options = config.episode_options
     if is_episodic(config.learner.method):
         open_train = functools.partial(
