@@ -9,6 +9,7 @@ check before any work starts (`check_fields`: one line naming the flag and the b
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
@@ -57,6 +58,8 @@ def cli_fields(config_class: type) -> list[dataclasses.Field]:
 
 def _bound_problem(field: dataclasses.Field, value: Any) -> str | None:
     meta = field.metadata
+    if isinstance(value, float) and not math.isfinite(value):  # nan < 0 is False: say it first
+        return "expected a finite number"
     if meta.get("choices") is not None and value not in meta["choices"]:
         return f"expected one of {', '.join(meta['choices'])}"
     numeric = [meta.get(k) for k in ("minimum", "above", "below")]
@@ -75,8 +78,8 @@ def _bound_problem(field: dataclasses.Field, value: Any) -> str | None:
 
 
 def check_fields(config: Any) -> None:
-    """Raise ValueError naming the flag and value of the first field outside its bounds (None
-    is allowed where the default is None)."""
+    """Raise ValueError naming the flag and value of the first field outside its bounds or not
+    finite (None is allowed where the default is None)."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if value is None and field.default is None:

@@ -35,7 +35,7 @@ from typing import Any
 from episodes.sampler_factory import split_file_notes
 from episodes.util.atomic_files import atomic_path, write_text_atomically
 from episodes.util.cli_errors import UserError, run_main, user_faults
-from episodes.util.cli_style import add_dataset_argument, command_parser
+from episodes.util.cli_style import add_dataset_argument, command_parser, finite_float
 from learners.config_fields import flag_name
 from learners.config_flags import add_config_flags, given_values
 from learners.device import make_deterministic, resolve_device
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--query", type=int, default=None)
     parser.add_argument(
         "--base-novel-lambda",
-        type=float,
+        type=finite_float,
         default=None,
         help="FIX-ML tau_BN(lambda): classes from the test split w.p. lambda",
     )

@@ -46,7 +46,7 @@ from learners.registry import (
     methods_sharing,
     resolved_config,
 )
-from learners.run_dir import RunConfig, write_or_check_run_config
+from learners.run_dir import RunConfig, lock_run_folder, write_or_check_run_config
 from learners.training_loop import (
     CHECKPOINTS,
     LAST,
@@ -283,11 +283,12 @@ def train(
         make_deterministic(config.seed)
         learner = build_learner(config.learner).to(device)  # every option checked before writing
         learner.set_precision(config.amp, config.channels_last)
-        write_or_check_run_config(out, config)
-        loop = LoopConfig(
-            config.total_steps, config.checkpoint_every, progress, config.keep_snapshots
-        )
-        return run_training(learner, stream, out, loop, validate, stop_after=stop_after)
+        with lock_run_folder(out):  # one learners.train per --output
+            write_or_check_run_config(out, config)
+            loop = LoopConfig(
+                config.total_steps, config.checkpoint_every, progress, config.keep_snapshots
+            )
+            return run_training(learner, stream, out, loop, validate, stop_after=stop_after)
     finally:
         close_source(source)
         if validate is not None:

@@ -19,8 +19,10 @@ it waits for the next item (`LoopResult.data_wait_s`; the progress bar shows it 
 from __future__ import annotations
 
 import csv
+import math
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from tqdm import tqdm
 from episodes.util.atomic_files import atomic_path
 from learners.learner import Learner
 from learners.metrics import AccuracySummary
+from learners.run_checkpoints import read_payload, resume_point
 
 CHECKPOINTS = "checkpoints"
 LAST = "last.pt"
@@ -137,7 +140,7 @@ def load_checkpoint(learner: Learner, path: str | os.PathLike, restore_rng: bool
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} not found")
-    payload = torch.load(path, map_location=learner.device, weights_only=True)
+    payload = read_payload(path, learner.device)  # a damaged file: one line naming it
     learner.load_state_dict(payload["model"])
     if learner.optimizer is not None and "optimizer" in payload:
         learner.optimizer.load_state_dict(payload["optimizer"])
@@ -174,11 +177,37 @@ def _append_rows(path: Path, fields: tuple[str, ...], rows: list[dict[str, Any]]
 
 def _truncate_logs(run_dir: Path, step: int) -> list[dict[str, str]]:
     """Drop log rows written after the checkpoint we resume from; returns validation rows."""
+    if not (run_dir / TRAIN_LOG).is_file() and not (run_dir / VALIDATION_LOG).is_file():
+        return []
     train = [r for r in _read_rows(run_dir / TRAIN_LOG) if int(r["step"]) <= step]
     _rewrite_rows(run_dir / TRAIN_LOG, ("step", "loss"), train)
     valid = [r for r in _read_rows(run_dir / VALIDATION_LOG) if int(r["step"]) <= step]
     _rewrite_rows(run_dir / VALIDATION_LOG, VALIDATION_FIELDS, valid)
     return valid
+
+
+def check_loss(loss: float, step: int, run_dir: Path, learner: Learner) -> None:
+    """Stop on a NaN or infinite loss (the weights are gone from then on), naming the step and
+    the last good snapshot. fp16 loss scaling skips such steps itself and goes on."""
+    if math.isfinite(loss) or learner.precision.mode == "fp16":
+        return
+    snapshots = list_snapshots(run_dir)
+    last = run_dir / CHECKPOINTS / LAST
+    good = (
+        f"the last good snapshot is {snapshots[-1][1]} (step {snapshots[-1][0]})"
+        if snapshots
+        else f"the last good checkpoint is {last}"
+        if last.is_file()
+        else "no snapshot was saved yet"
+    )
+    raise NonFiniteLossError(
+        f"step {step}: the training loss is {loss}; training stopped, {good}: lower --lr (or "
+        "check the data) and train again with a new --output"
+    )
+
+
+class NonFiniteLossError(ValueError):
+    """The training loss became NaN or infinite (one line: the step and the last snapshot)."""
 
 
 def _cuda_devices() -> list[int]:
@@ -195,17 +224,21 @@ def run_training(
 ) -> LoopResult:
     """Train `learner` on `stream(start)` items until `config.total_steps`.
 
-    Resumes from `run_dir/checkpoints/last.pt` when present. `stop_after` ends the session after
+    Resumes from the newest intact checkpoint (`last.pt`, else a step snapshot), with the logs
+    cut back to its step. `stop_after` ends the session after
     that global step (an interruption, for tests and time-limited jobs)."""
     run_dir = Path(run_dir)
     (run_dir / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
     start = 0
     best = float("-inf")
     last = run_dir / CHECKPOINTS / LAST
-    if last.is_file():
-        start = load_checkpoint(learner, last)
-        previous = _truncate_logs(run_dir, start)
-        best = max((float(r["accuracy"]) for r in previous), default=float("-inf"))
+    resume, note = resume_point(run_dir / CHECKPOINTS, last)  # the newest intact checkpoint
+    if note:
+        print(note, file=sys.stderr)
+    if resume is not None:
+        start = load_checkpoint(learner, resume)
+    previous = _truncate_logs(run_dir, start)  # rows after it (or with none) are dropped
+    best = max((float(r["accuracy"]) for r in previous), default=float("-inf"))
     result = LoopResult(start_step=start, end_step=start)
     end = config.total_steps if stop_after is None else min(config.total_steps, stop_after)
     if start >= end:
@@ -229,6 +262,7 @@ def run_training(
             result.data_waits.append(time.perf_counter() - asked)
             loss = learner.train_step(item)
             del item
+            check_loss(loss, step, run_dir, learner)
             result.losses.append(loss)
             pending.append({"step": step, "loss": f"{loss:.6f}"})
             bar.update(1)
