@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 import apache_beam as beam
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
+from beam_pipelines.job_faults import unwritable_output_in_one_line
 from beam_pipelines.output_lock import OutputLock, acquire_output_lock, remove_leftovers
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.episode_cli import (
@@ -250,7 +251,10 @@ def _write_episode_shards(
         "is as it was" if existed else "was not written"
     )
     try:
-        with exit_on_interrupt(stop, stopped) if exit_on_ctrl_c else nullcontext():
+        with (
+            exit_on_interrupt(stop, stopped) if exit_on_ctrl_c else nullcontext(),
+            unwritable_output_in_one_line(output),  # a full disk: one line naming the output
+        ):
             with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
                 _ = (
                     pipeline

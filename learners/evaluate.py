@@ -52,7 +52,12 @@ from learners.episode_source import (
     ShardEpisodeSource,
     open_episode_source,
 )
-from learners.evaluation_folder import check_output_folder, default_label, folder_name
+from learners.evaluation_folder import (
+    check_output_folder,
+    default_label,
+    folder_name,
+    result_folder,
+)
 from learners.hardness_model import fixed_hardness_measure, run_hardness_measure
 from learners.learner import Learner
 from learners.methods.multiclass import MulticlassLearner
@@ -369,7 +374,6 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     name = folder_name(settings, explicit_split_file=args.split_file)
     out = Path(args.output) if args.output else Path(args.run) / "eval" / name
     check_output_folder(out, settings, args.overwrite)  # before any long work
-    out.mkdir(parents=True, exist_ok=True)
     if hardness is not None and args.hardness_model is None:
         print(
             "note: hardness measured by the evaluated run itself; the paper measures every "
@@ -379,9 +383,10 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
     label = args.label or default_label(settings)
     if which == "all":
         rows = _evaluate_snapshots(args, steps, source, device, overrides)
-        _write_csv(out / "snapshots.csv", SNAPSHOT_FIELDS, rows)
         summary = {"label": label, "settings": settings, "snapshots": rows, "out": str(out)}
-        _write_summary(out, summary)
+        with result_folder(out) as folder:  # created only once everything is written
+            _write_csv(folder / "snapshots.csv", SNAPSHOT_FIELDS, rows)
+            _write_summary(folder, summary)
         print(f"wrote {out}/snapshots.csv, summary.json")
         return summary
     make_deterministic(args.seed)
@@ -389,8 +394,6 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
         learner, source.episodes(0), args.episodes, hardness, progress=not args.no_progress
     )
     header = hardness.header() if hardness else "hardness: not measured (--no-hardness)"
-    _write_csv(out / "episodes.csv", EPISODE_FIELDS, [r.to_row() for r in records], header)
-    _write_csv(out / "classes.csv", CLASS_FIELDS, class_rows)
     summary = {
         "run": str(args.run),
         "label": label,
@@ -409,7 +412,10 @@ def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
         **summarize_records(records),
         "out": str(out),
     }
-    _write_summary(out, summary)
+    with result_folder(out) as folder:  # created only once everything is written
+        _write_csv(folder / "episodes.csv", EPISODE_FIELDS, [r.to_row() for r in records], header)
+        _write_csv(folder / "classes.csv", CLASS_FIELDS, class_rows)
+        _write_summary(folder, summary)
     print(f"{summary['label']} on {args.split}: {_format(summary['accuracy'])}")
     for source_name, values in summary["per_source"].items():
         print(f"  {source_name}: {_format(values)}")

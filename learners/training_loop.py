@@ -33,6 +33,7 @@ import torch
 from tqdm import tqdm
 
 from episodes.util.atomic_files import atomic_path
+from episodes.util.cli_errors import unwritable_cause
 from learners.learner import Learner
 from learners.metrics import AccuracySummary
 from learners.run_checkpoints import read_payload, resume_point
@@ -95,8 +96,16 @@ def list_snapshots(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
 
 
 def _atomic_save(payload: dict[str, Any], path: Path) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    # Through a Python file: a full disk is then an OSError (ENOSPC) naming `path`, one line,
+    # where torch writing a path itself raises a RuntimeError ("unexpected pos") and a traceback.
+    try:
+        with atomic_path(path) as tmp, tmp.open("wb") as handle:
+            torch.save(payload, handle)
+    except RuntimeError as exc:  # torch wraps the OSError when it fails closing the archive
+        cause = unwritable_cause(exc)
+        if cause is None:
+            raise
+        raise OSError(cause.errno, cause.strerror, str(path)) from None
 
 
 def _atomic_link(source: Path, target: Path) -> None:
@@ -167,10 +176,13 @@ def _rewrite_rows(path: Path, fields: tuple[str, ...], rows: list[dict[str, Any]
 
 
 def _append_rows(path: Path, fields: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
-    new = not path.is_file()
-    with path.open("a", newline="") as handle:
+    """Add rows as one atomic rewrite: a full disk leaves the log as it was, never a cut row
+    (logs are small: a row per step)."""
+    old = path.read_text() if path.is_file() else ""
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as handle:
+        handle.write(old)
         writer = csv.DictWriter(handle, fieldnames=fields)
-        if new:
+        if not old:
             writer.writeheader()
         writer.writerows(rows)
 
