@@ -36,6 +36,7 @@ from episodes.images.decoded_cache import (
     write_class_array,
 )
 from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
+from episodes.images.image_size_limit import MAX_IMAGE_SIDE
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.record_reader import CorruptRecordError, RecordReader
 from episodes.util.atomic_files import staging_folder
@@ -206,8 +207,8 @@ def build_parser() -> CommandParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args, dataset = parse_with_one_dataset(parser, argv, "cache")
-    if args.size < 1:
-        parser.error(f"--size {args.size}: expected a positive integer")
+    if not 1 <= args.size <= MAX_IMAGE_SIDE:
+        parser.error(f"--size {args.size}: expected 1..{MAX_IMAGE_SIDE} (the image size limit)")
     if args.threads < 0:
         parser.error(f"--threads {args.threads}: expected >= 0")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -67,6 +67,7 @@ from learners.run_dir import RunConfig, load_run_learner
 from learners.training_loop import BEST, CHECKPOINTS, list_snapshots
 
 SNAPSHOT_FIELDS = ("step", "accuracy", "std", "ci95", "n")
+DEFAULT_EPISODES = 600
 FINETUNE_INFERENCES = ("finetune", "transductive")
 FINETUNE_OPTIONS = (
     "finetune_epochs",
@@ -83,7 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("learners.evaluate", __doc__)
     parser.add_argument("--run", required=True, help="run folder of learners.train")
     parser.add_argument("--split", default="test", choices=("train", "valid", "test"))
-    parser.add_argument("--episodes", type=int, default=600)
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="evaluation episodes (default 600; with --episode-shards, all the shards hold)",
+    )
     parser.add_argument("--episode-shards", default=None, help="materialised episode shards")
     add_dataset_argument(
         parser,
@@ -352,7 +358,26 @@ def _write_summary(out: Path, summary: dict[str, Any]) -> None:
     )
 
 
+def _episode_count(args: argparse.Namespace) -> int:
+    """--episodes, checked against the shards' count before any work (default: all of them)."""
+    if args.episode_shards is None or not Path(args.episode_shards).exists():
+        return DEFAULT_EPISODES if args.episodes is None else args.episodes
+    from episodes.episode_shards import ShardError, shard_episode_count
+
+    try:
+        held = shard_episode_count(args.episode_shards)
+    except ShardError as exc:
+        raise UserError(str(exc)) from None
+    if args.episodes is not None and args.episodes > held:
+        raise UserError(
+            f"--episodes {args.episodes}: --episode-shards {args.episode_shards} holds {held} "
+            f"episodes; pass --episodes {held} or fewer (or leave it out for all of them)"
+        )
+    return held if args.episodes is None else args.episodes
+
+
 def evaluate_run(args: argparse.Namespace) -> dict[str, Any]:
+    args.episodes = _episode_count(args)
     if args.episodes < 1:
         raise ValueError(f"--episodes {args.episodes}: expected >= 1")
     device = resolve_device(args.device)
