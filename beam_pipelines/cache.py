@@ -24,6 +24,7 @@ from pathlib import Path
 import apache_beam as beam
 
 from beam_pipelines.old_positional import parse_with_one_dataset
+from beam_pipelines.output_lock import acquire_output_lock, remove_leftovers
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.images.decoded_cache import (
     MANIFEST,
@@ -140,8 +141,19 @@ def build_cache(
     index_cache_dir: str | None = None,
     resize: str = DEFAULT_RESIZE,
 ) -> Path:
-    """Run the pipeline for every class of `spec` and move the finished cache into place."""
+    """Run the pipeline for every class of `spec` and move the finished cache into place. The
+    cache folder is locked for the job (a second one is refused) and the staging folders that
+    killed jobs left beside it are removed first."""
     target = cache_path(spec.root, size, cache_root)
+    with acquire_output_lock(target) as lock:
+        for path in remove_leftovers(lock):
+            print(f"removed {path}: left by a cache job that did not finish", file=sys.stderr)
+        return _build_cache_locked(
+            spec, size, runner, target, threads, overwrite, index_cache_dir, resize
+        )
+
+
+def _build_cache_locked(spec, size, runner, target, threads, overwrite, index_cache_dir, resize):
     if target.exists() and not overwrite:
         raise DecodedCacheError(f"{target}: a decoded cache exists (pass --overwrite)")
     staging = staging_folder(target)

@@ -180,3 +180,50 @@ def test_sigterm_to_train_prints_the_resume_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     assert lines[0].startswith(f"interrupted ({run}: last checkpoint step ")
     assert "resume with the same command: python -m learners.train" in lines[0]
+
+
+def _train(dataset: Path, run: Path, episodes: int) -> list[str]:
+    return [
+        sys.executable, "-m", "learners.train", "--method", "protonet", "--dataset",
+        str(dataset), "--episodes", str(episodes), "--checkpoint-every", "2",
+        "--validation-episodes", "0", "--decode-processes", "2", "--ways", "5", "--shots",
+        "1", "--query", "2", "--output", str(run), *TINY,
+    ]  # fmt: skip
+
+
+def _newest_step(run: Path) -> int:
+    return max((int(p.stem[5:]) for p in (run / "checkpoints").glob("step_*.pt")), default=0)
+
+
+def test_sigterm_and_kill_9_of_train_with_decode_processes_leave_nothing(
+    small_dataset: Path, tmp_path: Path
+) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    run = tmp_path / "run"
+    for stop in (signal.SIGTERM, signal.SIGKILL):
+        proc = subprocess.Popen(
+            _train(small_dataset, run, 100000),
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        newest = _newest_step(run)
+        _wait_for(lambda n=newest: _newest_step(run) > n, "a new snapshot", proc=proc)
+        proc.send_signal(stop)
+        _, stderr = proc.communicate(timeout=60)
+        if stop == signal.SIGTERM:
+            assert proc.returncode == EXIT_TERMINATED
+            assert "resume with the same command" in stderr and "Traceback" not in stderr
+            assert _segments_of(proc.pid) == [] and not (run / ".lock").exists()
+    killed = proc.pid
+    step = _newest_step(run)
+    again = subprocess.run(
+        _train(small_dataset, run, step + 2), cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr
+    assert _segments_of(killed) == [] and not (run / ".lock").exists()
+    with (run / "train_log.csv").open() as handle:
+        steps = [int(line.split(",")[0]) for line in list(handle)[1:]]
+    assert steps == list(range(1, step + 3))  # each step once, across three processes
