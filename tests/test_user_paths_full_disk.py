@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from learners import train as train_cli
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.test_reader_fixtures import write_dataset
 
@@ -108,12 +109,8 @@ def test_a_full_disk_leaves_no_evaluation_folder_and_no_picture(
     small_disk: SmallDisk, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    trained = subprocess.run(
-        [sys.executable, "-m", "learners.train", "--method", "protonet", "--synthetic",
-         "--episodes", "2", "--validation-episodes", "0", "--output", str(run), *TINY],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert trained.returncode == 0, trained.stderr
+    assert train_cli.main(["--method", "protonet", "--synthetic", "--episodes", "2",
+                           "--validation-episodes", "0", "--output", str(run), *TINY]) == 0  # fmt: skip
     before = small_disk.everything()
     out = small_disk.folder / "eval"
     evaluation = small_disk.run(

@@ -15,6 +15,8 @@ import pytest
 
 from episodes.records.dataset_spec import BiLevelHierarchy, DagHierarchy, DatasetSpec, Split
 from episodes.sampler import EpisodeSampler, SamplerConfig
+from learners import evaluate
+from learners import train as train_cli
 from tests.test_reader_fixtures import write_dataset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -163,20 +165,18 @@ def test_dag_nodes_wholly_in_a_split_are_kept_and_the_others_named() -> None:
     assert EpisodeSampler(cut, "test", SamplerConfig(), seed=0).hierarchy_kind == "flat"
 
 
-def test_evaluate_honours_records_or_refuses_a_split_file(toy, tmp_path: Path) -> None:
+def test_evaluate_honours_records_or_refuses_a_split_file(toy, tmp_path: Path, capsys) -> None:
     spec, aligned, mixed = toy
     run = tmp_path / "run"
-    trained = python_m(
-        "learners.train", "--method", "protonet", "--dataset", str(spec.root),
-        "--episodes", "2", "--checkpoint-every", "2", "--validation-episodes", "0",
-        "--output", str(run), *TINY,
-    )  # fmt: skip
-    assert trained.returncode == 0, trained.stderr
+    assert train_cli.main([
+        "--method", "protonet", "--dataset", str(spec.root), "--episodes", "2",
+        "--checkpoint-every", "2", "--validation-episodes", "0", "--output", str(run), *TINY,
+    ]) == 0  # fmt: skip
     common = ["--run", str(run), "--episodes", "4", "--no-hardness", "--no-progress"]
     for split_file in (aligned, mixed):
-        result = python_m("learners.evaluate", *common, "--split-file", str(split_file))
-        assert result.returncode == 0, result.stderr
-        out = Path(result.stdout.strip().splitlines()[-1].split()[1].rsplit("/", 1)[0])
+        capsys.readouterr()
+        assert evaluate.main([*common, "--split-file", str(split_file)]) == 0
+        out = Path(capsys.readouterr().out.strip().splitlines()[-1].split()[1].rsplit("/", 1)[0])
         assert out.name.endswith(f"-split-{split_file.stem}")  # two split files, two folders
         summary = json.loads((out / "summary.json").read_text())
         assert summary["settings"]["split_file"] == str(split_file)
