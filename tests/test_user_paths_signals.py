@@ -45,6 +45,13 @@ def _segments_of(pid: int) -> list[str]:
     return sorted(p.name for p in Path("/dev/shm").glob(f"fst{pid:x}_*"))
 
 
+def _a_minute_later(pid: int) -> None:
+    """Age a dead process's segments past the minute the next run waits before removing one
+    (episodes.util.shared_segments.DEAD_SEGMENT_AGE_S), as a later run would find them."""
+    for name in _segments_of(pid):
+        os.utime(Path("/dev/shm") / name, (0, 0))
+
+
 def test_sigterm_stops_a_conversion_like_ctrl_c(slow_raw, tmp_path):  # noqa: F811
     out = tmp_path / "omniglot"
     proc = _start(_convert_cmd(slow_raw, out, *SLOW))
@@ -147,6 +154,10 @@ def test_sigterm_to_the_reader_leaves_no_shared_memory_and_kill_9_leftovers_go(
     )
     dead = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
     assert dead.wait(timeout=60) == 0 and len(_segments_of(dead.pid)) == 2
+    fresh = _reader(small_dataset, 2)  # a minute has not passed: they might be another
+    fresh.communicate(timeout=120)  # PID namespace's live segments, so they stay
+    assert fresh.returncode == 0 and len(_segments_of(dead.pid)) == 2
+    _a_minute_later(dead.pid)
     reader = _reader(small_dataset, 2)
     reader.communicate(timeout=120)
     assert reader.returncode == 0
@@ -192,6 +203,7 @@ def test_sigterm_and_kill_9_of_train_with_decode_processes_leave_nothing(
             assert "resume with the same command: python -m learners.train" in lines[0]
             assert _segments_of(proc.pid) == [] and not (run / ".lock").exists()
     killed = proc.pid
+    _a_minute_later(killed)
     step = _newest_step(run)
     again = subprocess.run(
         _train(small_dataset, run, step + 2), cwd=REPO, env=env, capture_output=True, text=True

@@ -19,6 +19,7 @@ import mmap
 import os
 import re
 import secrets
+import time
 
 SHM_DIR = "/dev/shm"
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: map every page in one call
@@ -35,6 +36,7 @@ def shared_memory_free(folder: str = SHM_DIR) -> int | None:
 
 _PREFIX = "fst"
 _NAME = re.compile(rf"^{_PREFIX}([0-9a-f]+)_[0-9a-f]{{10}}$")  # fst<pid in hex>_<10 hex>
+DEAD_SEGMENT_AGE_S = 60.0
 _live: set[str] = set()  # segments this process created and has not unlinked yet
 _swept: list[bool] = []
 
@@ -49,9 +51,12 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_dead_segments(folder: str = SHM_DIR) -> list[str]:
+def remove_dead_segments(folder: str = SHM_DIR, min_age_s: float = DEAD_SEGMENT_AGE_S) -> list[str]:
     """Unlink the segments of this kind left by processes that no longer run (killed with -9,
-    or by the OOM killer: nothing of theirs could clean up); returns the names removed."""
+    or by the OOM killer: nothing of theirs could clean up) and unchanged for `min_age_s`
+    (a live segment is unlinked within seconds; the age also spares those of another PID
+    namespace sharing /dev/shm, e.g. `docker run --ipc=host`); returns the names removed."""
+    oldest = time.time() - min_age_s
     try:
         names = os.listdir(folder)
     except OSError:  # no /dev/shm to look into (not Linux)
@@ -61,6 +66,8 @@ def remove_dead_segments(folder: str = SHM_DIR) -> list[str]:
         match = _NAME.match(entry)
         if match and not _pid_alive(int(match.group(1), 16)):
             try:
+                if os.stat(os.path.join(folder, entry)).st_mtime > oldest:
+                    continue
                 _posixshmem.shm_unlink("/" + entry)
             except OSError:  # removed meanwhile, or another user's
                 continue
