@@ -141,7 +141,9 @@ class RecordReader:
             return
         offset, length = index.span(0)
         frame = self._pool.read(str(path), offset, length)
-        payload = verified_payload(frame) or self._unframe(frame, str(path), class_id, 0)
+        payload = verified_payload(frame)
+        if payload is None:  # a damaged record: reading it names it, in the reader's order
+            return
         try:
             _, label = decode_image_example(payload)
         except ExampleDecodeError:  # not an image record: what reads it says so
