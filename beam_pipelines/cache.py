@@ -24,6 +24,7 @@ from pathlib import Path
 import apache_beam as beam
 
 from beam_pipelines.old_positional import parse_with_one_dataset
+from beam_pipelines.output_lock import acquire_output_lock, remove_leftovers
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.images.decoded_cache import (
     MANIFEST,
@@ -36,6 +37,7 @@ from episodes.images.decoded_cache import (
     write_class_array,
 )
 from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
+from episodes.images.image_size_limit import MAX_IMAGE_SIDE
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.record_reader import CorruptRecordError, RecordReader
 from episodes.util.atomic_files import staging_folder
@@ -139,8 +141,19 @@ def build_cache(
     index_cache_dir: str | None = None,
     resize: str = DEFAULT_RESIZE,
 ) -> Path:
-    """Run the pipeline for every class of `spec` and move the finished cache into place."""
+    """Run the pipeline for every class of `spec` and move the finished cache into place. The
+    cache folder is locked for the job (a second one is refused) and the staging folders that
+    killed jobs left beside it are removed first."""
     target = cache_path(spec.root, size, cache_root)
+    with acquire_output_lock(target) as lock:
+        for path in remove_leftovers(lock):
+            print(f"removed {path}: left by a cache job that did not finish", file=sys.stderr)
+        return _build_cache_locked(
+            spec, size, runner, target, threads, overwrite, index_cache_dir, resize
+        )
+
+
+def _build_cache_locked(spec, size, runner, target, threads, overwrite, index_cache_dir, resize):
     if target.exists() and not overwrite:
         raise DecodedCacheError(f"{target}: a decoded cache exists (pass --overwrite)")
     staging = staging_folder(target)
@@ -206,8 +219,8 @@ def build_parser() -> CommandParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args, dataset = parse_with_one_dataset(parser, argv, "cache")
-    if args.size < 1:
-        parser.error(f"--size {args.size}: expected a positive integer")
+    if not 1 <= args.size <= MAX_IMAGE_SIDE:
+        parser.error(f"--size {args.size}: expected 1..{MAX_IMAGE_SIDE} (the image size limit)")
     if args.threads < 0:
         parser.error(f"--threads {args.threads}: expected >= 0")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

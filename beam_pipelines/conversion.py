@@ -18,6 +18,7 @@ import apache_beam as beam
 from beam_pipelines.conversion_progress import ProgressReporter
 from beam_pipelines.frame_spill import remove_spill
 from beam_pipelines.interrupt_exit import exit_on_interrupt, interrupts_deferred
+from beam_pipelines.job_faults import unwritable_output_in_one_line
 from beam_pipelines.output_lock import OutputLock, acquire_output_lock, remove_leftovers
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.sources.base import LayoutError, Source
@@ -172,7 +173,10 @@ def _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_
     )
     start = time.monotonic()
     try:
-        with exit_on_interrupt(on_ctrl_c, stopped) if exit_on_ctrl_c else nullcontext():
+        with (
+            exit_on_interrupt(on_ctrl_c, stopped) if exit_on_ctrl_c else nullcontext(),
+            unwritable_output_in_one_line(output),  # a full disk: one line naming the output
+        ):
             with ProgressReporter(tmp, plan.expected_items):
                 with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
                     _ = (

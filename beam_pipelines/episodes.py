@@ -15,19 +15,20 @@ import argparse
 import hashlib
 import json
 import logging
-import os
 import shutil
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import apache_beam as beam
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
+from beam_pipelines.job_faults import unwritable_output_in_one_line
+from beam_pipelines.output_lock import OutputLock, acquire_output_lock, remove_leftovers
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.episode_cli import (
     add_episode_source_arguments,
@@ -47,7 +48,7 @@ from episodes.records.dataset_spec import SpecError
 from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import CorruptRecordError
 from episodes.records.tfrecord_io import frame_record
-from episodes.util.atomic_files import atomic_path, replace_folder
+from episodes.util.atomic_files import atomic_path, replace_folder, staging_folder
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser
 from episodes.util.progress_lines import ProgressLines
@@ -190,8 +191,28 @@ def write_episode_shards(
     exit_on_ctrl_c: bool = False,
 ) -> dict[str, Any]:
     """Validate, run the pipeline into a staging folder, then move it to `output`.
-    `exit_on_ctrl_c` (the CLI): a Ctrl-C while the pipeline runs removes the staging folder and
-    ends the process with one line (beam_pipelines.interrupt_exit)."""
+    `exit_on_ctrl_c` (the CLI): a Ctrl-C or SIGTERM while the pipeline runs removes the staging
+    folder and ends the process with one line (beam_pipelines.interrupt_exit). A local output
+    is locked for the job (a second job on it is refused), and staging folders of jobs that
+    died beside it are removed first."""
+    if storage_paths.is_remote(output):
+        return _write_episode_shards(job_args, output, runner, overwrite, exit_on_ctrl_c, None)
+    with acquire_output_lock(output) as lock:  # freed when the process ends, kill -9 too
+        for path in remove_leftovers(lock):
+            print(f"removed {path}: left by a shards job that did not finish", file=sys.stderr)
+        return _write_episode_shards(
+            job_args, Path(output), runner, overwrite, exit_on_ctrl_c, lock
+        )
+
+
+def _write_episode_shards(
+    job_args: dict[str, Any],
+    output: Path,
+    runner,
+    overwrite: bool,
+    exit_on_ctrl_c: bool,
+    lock: OutputLock | None,
+) -> dict[str, Any]:
     remote = storage_paths.is_remote(output)
     if remote:  # object storage: a staging prefix, episodes.json published last
         storage_paths.use_options(runner.options)
@@ -201,8 +222,8 @@ def write_episode_shards(
         output = Path(output)
         if output.exists() and not overwrite:
             raise OutputExistsError(f"{output}: output exists (pass --overwrite to replace it)")
-        staging = output.parent / f".{output.name}.tmp{os.getpid()}"
-    job = ShardJob(staging=str(staging), **job_args)
+        staging = None
+    job = ShardJob(staging=str(staging or output), **job_args)
     if job.num_episodes < 1 or job.num_shards < 1 or job.start < 0:
         raise ReaderError(
             f"episodes={job.num_episodes}, num_shards={job.num_shards}, "
@@ -212,13 +233,8 @@ def write_episode_shards(
     reader.describe(job.start)
     existed = remote or output.exists()
     if not remote:
-        try:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            if staging.exists():
-                shutil.rmtree(staging)
-            staging.mkdir()
-        except OSError as exc:  # name the folder asked for, not the hidden staging beside it
-            raise type(exc)(exc.errno, exc.strerror, str(output)) from None
+        staging = staging_folder(output)  # .NAME.tmp-PID-HEX8, found by remove_leftovers
+        job = replace(job, staging=str(staging))
 
     def discard() -> None:
         if remote:
@@ -226,11 +242,19 @@ def write_episode_shards(
         else:
             shutil.rmtree(staging, ignore_errors=True)
 
+    def stop() -> None:  # Ctrl-C or SIGTERM: the process ends after this
+        discard()
+        if lock is not None:
+            lock.release()
+
     stopped = f"interrupted: shards job stopped and its staging folder removed; {output} " + (
         "is as it was" if existed else "was not written"
     )
     try:
-        with exit_on_interrupt(discard, stopped) if exit_on_ctrl_c else nullcontext():
+        with (
+            exit_on_interrupt(stop, stopped) if exit_on_ctrl_c else nullcontext(),
+            unwritable_output_in_one_line(output),  # a full disk: one line naming the output
+        ):
             with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
                 _ = (
                     pipeline

@@ -59,6 +59,8 @@ class ImageOptions:
             )
         if self.resize is not None and self.resize < 1:
             raise ValueError(f"resize {self.resize}: expected a positive side length")
+        if self.resize is not None and (problem := size_problem(self.resize, self.resize)):
+            raise ValueError(f"resize {self.resize}: the output would be an {problem}")
 
 
 def decode_image(data: bytes | None = None, array: np.ndarray | None = None) -> Image.Image:

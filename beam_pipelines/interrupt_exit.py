@@ -1,4 +1,5 @@
-"""Ctrl-C during a Beam job of a command: stop at once, clean up, one line, exit 130.
+"""Ctrl-C or SIGTERM during a Beam job of a command: stop at once, clean up, one line, exit
+130 (143 after SIGTERM: what `timeout`, `docker stop` and Slurm send).
 
 Unwinding a KeyboardInterrupt through Beam's runner waits for its worker threads, gRPC
 servers and worker processes, and every one of them prints its own traceback. While a command's
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from episodes.util.cli_errors import EXIT_INTERRUPTED
+from episodes.util.termination import STOP_SIGNALS, note_signal, on_stop_signals, restore_handlers
 
 
 def descendant_pids(root: int | None = None) -> list[int]:
@@ -54,19 +55,21 @@ def _kill(pids: list[int]) -> None:
 
 @contextmanager
 def exit_on_interrupt(cleanup: Callable[[], None], line: str | Callable[[], str]) -> Iterator[None]:
-    """Within the block, Ctrl-C (SIGINT) ends the process: workers killed, `cleanup()` run,
-    `line` printed on stderr, exit status 130. Only in the main thread (signals go there)."""
+    """Within the block, Ctrl-C (SIGINT) or SIGTERM ends the process: workers killed,
+    `cleanup()` run, `line` printed on stderr, exit status 128 + the signal. Only in the main
+    thread (signals go there)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def stop(_signum, _frame):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C changes nothing
+    def stop(signum, _frame):
+        for other in STOP_SIGNALS:  # a second Ctrl-C (or SIGTERM) changes nothing
+            signal.signal(other, signal.SIG_IGN)
         stderr = os.dup(2)
         quiet = os.open(os.devnull, os.O_WRONLY)
         os.dup2(quiet, 1)  # other threads' tracebacks and progress lines end here
         os.dup2(quiet, 2)
-        status = EXIT_INTERRUPTED
+        status = 128 + signum  # 130 after Ctrl-C, 143 after SIGTERM
         message = line() if callable(line) else line
         try:
             _kill(descendant_pids())
@@ -77,11 +80,11 @@ def exit_on_interrupt(cleanup: Callable[[], None], line: str | Callable[[], str]
         os.write(stderr, f"\n{message}\n".encode())
         os._exit(status)
 
-    previous = signal.signal(signal.SIGINT, stop)
+    previous = on_stop_signals(stop)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        restore_handlers(previous)
 
 
 @contextmanager
@@ -92,10 +95,11 @@ def interrupts_deferred() -> Iterator[None]:
         yield
         return
     received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: received.append(signum))
+    previous = on_stop_signals(lambda signum, _frame: received.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        restore_handlers(previous)
     if received:
+        note_signal(received[-1])
         raise KeyboardInterrupt

@@ -8,7 +8,8 @@ errors in every worker, and prints start-up warnings meant for cluster workers. 
   Beam's runner instead waits for them at most this long);
 - a worker whose launcher is gone (even after kill -9) exits within a second instead of
   writing on into a staging folder nobody will publish;
-- the worker's own stderr shows errors only (its warnings still reach the launcher, which
+- the worker's own stderr shows errors only, and not a full disk's (the launcher names the
+  output in one line; beam_pipelines.job_faults); its warnings still reach the launcher, which
   shows them when `--default_sdk_harness_log_level` is given).
 """
 
@@ -20,6 +21,8 @@ import signal
 import sys
 import threading
 import time
+
+from beam_pipelines.job_faults import QuietStderr, quiet_unwritable_records
 
 PARENT_POLL_S = 0.5
 STOP_AFTER_CTRL_C_S = 2
@@ -44,6 +47,8 @@ def main() -> None:
     ).start()
     errors_only = logging.StreamHandler()
     errors_only.setLevel(logging.ERROR)
+    quiet_unwritable_records()  # a full disk: the launcher names the output in one line
+    sys.stderr = QuietStderr(sys.stderr)
     logging.getLogger().addHandler(errors_only)
     from apache_beam.runners.worker import sdk_worker_main
 

@@ -1,7 +1,8 @@
 """One conversion at a time per output folder, and no staging folders of dead runs left behind.
 
-A conversion holds an exclusive `flock` on `.NAME.lock` beside its output folder NAME from
-before it checks the output until it published or gave up. The kernel drops the lock when its
+A conversion (and an episode shards job) holds an exclusive `flock` (episodes.util.folder_lock)
+on `.NAME.lock` beside its output folder NAME from before it checks the output until it
+published or gave up. The kernel drops the lock when its
 process ends in any way (kill -9 included), so:
 - a second conversion to the same output finds the lock held and is refused with one line
   naming the running one (pid, host, start time);
@@ -13,19 +14,16 @@ Local folders only: object stores have no locks (see README, Running at scale).
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import re
 import shutil
-import socket
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from episodes.util.folder_lock import FolderLock, FolderLockedError, acquire_folder_lock
 
-class OutputLockedError(FileExistsError):
-    """Another live conversion is writing the same output folder."""
+
+class OutputLockedError(FolderLockedError):
+    """Another live conversion (or episode shards job) is writing the same output folder."""
 
 
 def lock_path(output: Path) -> Path:
@@ -33,73 +31,34 @@ def lock_path(output: Path) -> Path:
 
 
 def _leftover_pattern(output: Path) -> re.Pattern:
-    # episodes.util.atomic_files names: .NAME.tmp-PID-HEX8 (staging), .NAME.old-PID-HEX8 (replaced)
-    return re.compile(rf"^\.{re.escape(output.name)}\.(tmp|old)-\d+-[0-9a-f]{{8}}$")
+    # episodes.util.atomic_files names: .NAME.tmp-PID-HEX8 (staging), .NAME.old-PID-HEX8
+    # (replaced); .NAME.tmpPID: episode shards' staging before they took this lock
+    return re.compile(rf"^\.{re.escape(output.name)}\.((tmp|old)-\d+-[0-9a-f]{{8}}|tmp\d+)$")
 
 
-@dataclass
-class OutputLock:
-    """A held lock on one output folder; `release()` (or the process ending) frees it."""
+class OutputLock(FolderLock):
+    """A held lock on one output folder (`output`); `release()` (or the process ending)
+    frees it."""
 
-    output: Path
-    fd: int | None
-
-    def release(self) -> None:
-        if self.fd is None:
-            return
-        try:
-            os.unlink(lock_path(self.output))  # still held: no other run is between open and lock
-        except FileNotFoundError:
-            pass
-        os.close(self.fd)
-        self.fd = None
-
-    def __enter__(self) -> OutputLock:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def _holder(path: Path) -> str:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        text = ""
-    return text or "a process that has not written its name yet"
+    def __init__(self, output: Path, fd: int | None):
+        super().__init__(lock_path(output), fd)
+        self.output = output
 
 
 def acquire_output_lock(output: str | os.PathLike) -> OutputLock:
     """Lock `output` for this process, or raise OutputLockedError naming the holder."""
     output = Path(output).absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
-    path = lock_path(output)
-    while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:  # name the folder asked for, not the hidden lock file beside it
-            raise type(exc)(exc.errno, exc.strerror, str(output)) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            raise OutputLockedError(
-                f"{output}: another conversion is writing this output ({_holder(path)}); wait "
-                f"for it to finish or choose another --output"
-            ) from None
-        try:  # the previous holder may have removed the file between our open and our lock
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-    started = time.strftime("%Y-%m-%d %H:%M:%S")
-    os.ftruncate(fd, 0)
-    os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n".encode())
-    return OutputLock(output, fd)
+    try:
+        held = acquire_folder_lock(
+            lock_path(output),
+            output,
+            "{folder}: another conversion is writing this output ({holder}); wait for it to "
+            "finish or choose another --output",
+        )
+    except FolderLockedError as exc:
+        raise OutputLockedError(str(exc)) from None
+    return OutputLock(output, held.fd)
 
 
 def remove_leftovers(lock: OutputLock) -> list[Path]:

@@ -9,14 +9,14 @@ import argparse
 import dataclasses
 from typing import Any
 
-from episodes.util.cli_style import add_dataset_argument
+from episodes.util.cli_style import add_dataset_argument, finite_float
 
 
 def _annotation_parser(annotation: str):
     text = str(annotation).replace(" ", "")
     optional = "None" in text.split("|")
     base = [t for t in text.split("|") if t != "None"][0]
-    kind = {"int": int, "float": float, "str": str, "bool": bool}.get(base, str)
+    kind = {"int": int, "float": finite_float, "str": str, "bool": bool}.get(base, str)
     return kind, optional
 
 
@@ -63,7 +63,7 @@ def add_mixing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lambda",
         dest="mix_lambda",
-        type=float,
+        type=finite_float,
         default=None,
         metavar="LAMBDA",
         help="mix base and novel classes: each class is novel (from --split) with probability "

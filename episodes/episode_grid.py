@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from episodes.util.atomic_files import atomic_path
+
 _BACKGROUND = (255, 255, 255)
 _INK = (20, 20, 20)
 _SECTION = (40, 70, 160)
@@ -104,5 +106,7 @@ def save_episode_grid(episode: Any, path: str | os.PathLike, **options: Any) -> 
     path = Path(path)
     if path.parent and not path.parent.exists():
         raise FileNotFoundError(f"{path.parent}: folder for the grid picture does not exist")
-    render_episode_grid(episode, **options).save(path, format="PNG")
+    picture = render_episode_grid(episode, **options)
+    with atomic_path(path) as tmp:  # a full disk leaves no 0-byte or cut PNG
+        picture.save(tmp, format="PNG")
     return path

@@ -189,6 +189,25 @@ def shard_files(path: str | os.PathLike) -> list[Path]:
     return files
 
 
+def shard_episode_count(path: str | os.PathLike) -> int:
+    """How many episodes shards hold: the manifest's count, else their records counted."""
+    path = Path(path)
+    manifest = path / MANIFEST
+    if path.is_dir() and manifest.is_file():
+        try:
+            return int(json.loads(manifest.read_text())["episodes"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            pass  # counted below; shard_files names a malformed manifest
+    count = 0
+    for file in shard_files(path):
+        with open(file, "rb", buffering=_READ_BUFFER) as stream:
+            try:
+                count += sum(1 for _ in iter_record_offsets(stream, where=str(file)))
+            except RecordCorruptError as exc:
+                raise ShardError(f"corrupt episode shard: {exc}") from exc
+    return count
+
+
 def _iter_file(path: Path) -> Iterator[EncodedEpisode]:
     with open(path, "rb", buffering=_READ_BUFFER) as stream:
         try:

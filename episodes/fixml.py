@@ -43,7 +43,12 @@ from episodes.sampler_formulas import (
     stable_hash,
     uniform_int,
 )
-from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
+from episodes.util.cli_style import (
+    add_dataset_argument,
+    command_parser,
+    finite_float,
+    single_dataset,
+)
 
 
 def _class_rng(seed: int, class_id: int, *labels: str) -> np.random.Generator:
@@ -277,7 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     pool_cmd.add_argument("--holdout", type=Path, help="holdout JSON whose records to avoid")
     hold_cmd = commands.add_parser("holdout", help="held-out records of each base class")
     hold_cmd.add_argument(
-        "--fraction", type=float, required=True, help="fraction of each class held out, in (0, 1)"
+        "--fraction",
+        type=finite_float,
+        required=True,
+        help="fraction of each class held out, in (0, 1)",
     )
     for cmd in (pool_cmd, hold_cmd):
         add_dataset_argument(

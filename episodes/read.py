@@ -33,7 +33,7 @@ from episodes.records.reader_errors import ReaderError
 from episodes.records.record_index import RecordIndexError
 from episodes.records.record_reader import CorruptRecordError
 from episodes.sampler_factory import load_dataset, make_sampler, read_split_file
-from episodes.util.cli_errors import run_main
+from episodes.util.cli_errors import UserError, fault_line, run_main
 from episodes.util.cli_style import command_parser
 from episodes.util.progress_lines import ProgressLines
 
@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.episodes < 0 or args.stats < 0 or args.start < 0:
-        raise SystemExit("error: --episodes, --stats and --start must be >= 0")
+        raise UserError("--episodes, --stats and --start must be >= 0")
     try:
         config = sampler_config_from_args(args)
         reader = EpisodeReader(
@@ -189,14 +189,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             base_split=args.base_split,
         )
     except (ValueError, OSError) as exc:  # SpecError, SamplerError, ReaderError, ...
-        raise SystemExit(f"error: {exc}") from None
+        raise UserError(fault_line(exc)) from None
     with reader:
         print(
             f"datasets: {', '.join(f'{s.name} ({s.root})' for s in reader.specs)}  "
             f"split={reader.split.value}  seed={args.seed}  "
             f"decoded cache: {'yes' if reader.uses_decoded_cache else 'no'}"
         )
-        print(f"sampler: {describe_config(config)}")
+        kind = getattr(reader.sampler, "hierarchy_kind", None)
+        print(f"sampler: {describe_config(config)}" + (f"  hierarchy: {kind}" if kind else ""))
+        for spec in reader.specs:
+            if spec.hierarchy_note:
+                print(f"note: {spec.hierarchy_note}", file=sys.stderr)
         t0 = time.perf_counter()
         for episode_index in range(args.start, args.start + args.episodes):
             description = reader.describe(episode_index)

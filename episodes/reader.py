@@ -43,6 +43,7 @@ from episodes.images.image_decode import (
     submit_jobs,
     wait_all,
 )
+from episodes.images.image_size_limit import MAX_IMAGE_SIDE
 from episodes.images.record_images import RecordImages
 from episodes.records.dataset_spec import DatasetSpec, Split
 from episodes.records.reader_errors import ReaderError
@@ -137,8 +138,11 @@ class EpisodeReader:
         dataset_dirs = list(dataset_dirs)
         if not dataset_dirs:
             raise ReaderError("no dataset folder given")
-        if not isinstance(image_size, int) or image_size < 1:
-            raise ReaderError(f"image_size={image_size!r}: expected a positive integer")
+        if not isinstance(image_size, int) or not 1 <= image_size <= MAX_IMAGE_SIDE:
+            raise ReaderError(
+                f"image_size={image_size!r}: expected a positive integer up to {MAX_IMAGE_SIDE} "
+                "(the image size limit of converted datasets)"
+            )
         try:
             known_dtype = str(np.dtype(dtype)) in DTYPES
         except TypeError:
@@ -188,6 +192,9 @@ class EpisodeReader:
                 for name in splits:
                     _check_records_exist(spec, name)
             self._sources[spec.name] = _Source(spec, max_open_files, index_cache_dir, cache, resize)
+        if sampler is None:  # bad episode options fail here, before any note on decoding
+            sampler = make_sampler(self.specs, self.split, config, seed, mix_lambda, base_split)
+        self.sampler = sampler
         self._episode_bytes = self._largest_episode_bytes(config)
         if decode_processes is None:  # one per core, unless nothing is decoded at all
             decodes = any(s.cache is None for s in self._sources.values())
@@ -195,9 +202,6 @@ class EpisodeReader:
                 auto_decode_processes(self._episode_bytes, prefetch) if decodes else 0
             )
         self.decode_processes = decode_processes
-        if sampler is None:
-            sampler = make_sampler(self.specs, self.split, config, seed, mix_lambda, base_split)
-        self.sampler = sampler
         self._executor: ThreadPoolExecutor | None = None
         self._executor_pid: int | None = None
         self._executor_lock = threading.Lock()

@@ -376,13 +376,19 @@ class EpisodeSampler(EpisodeStream):
         self._alphabets: list[np.ndarray] = []
         self._alphabet_ids: list[int] = []
         hierarchical = config.fixed_ways is None
-        if hierarchical and config.use_dag_hierarchy and isinstance(spec.hierarchy, DagHierarchy):
+        # A split file may leave the hierarchy out of some splits (DatasetSpec.with_splits).
+        if (
+            hierarchical
+            and config.use_dag_hierarchy
+            and isinstance(spec.hierarchy, DagHierarchy)
+            and self.split in spec.hierarchy.split_nodes
+        ):
             self._init_dag(spec.hierarchy, where)
         elif (
             hierarchical
             and config.use_bilevel_hierarchy
             and isinstance(spec.hierarchy, BiLevelHierarchy)
-            and spec.hierarchy.superclass_splits is not None
+            and self.split in (spec.hierarchy.superclass_splits or {})
         ):
             self._init_bilevel(spec.hierarchy, where)
         self.hierarchy_kind = "dag" if self._dag_nodes else "bilevel" if self._alphabets else "flat"

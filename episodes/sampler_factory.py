@@ -38,6 +38,19 @@ def load_dataset(
     return spec
 
 
+def split_file_notes(datasets: Sequence[str], split_file: str | os.PathLike | None) -> list[str]:
+    """The one-line notes of where `split_file` leaves a dataset's hierarchy out (commands
+    print them as `note:` lines before sampling starts)."""
+    if split_file is None:
+        return []
+    notes = []
+    for folder in datasets:
+        note = load_dataset(folder, split_file).hierarchy_note
+        if note:
+            notes.append(note)
+    return notes
+
+
 def make_sampler(
     specs: Sequence[DatasetSpec],
     split: Split,

@@ -56,8 +56,9 @@ def read_checkpoint_payload(path: Path, option: str = "--model") -> dict[str, An
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a file that is not a checkpoint
+        # torch's message may advise weights_only=False: unsafe, so never repeated
         raise CheckpointError(
-            f"{option} {path}: not a torch checkpoint ({type(exc).__name__}: {exc})"
+            f"{option} {path}: not a torch checkpoint, or a damaged one ({type(exc).__name__})"
         ) from None
     missing = [k for k in ("model", "config") if not isinstance(payload, dict) or k not in payload]
     if missing:

@@ -9,6 +9,7 @@ check before any work starts (`check_fields`: one line naming the flag and the b
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, TypeVar
@@ -21,19 +22,22 @@ def option(
     help: str,
     *,
     minimum: float | None = None,
+    maximum: float | None = None,
     above: float | None = None,
     below: float | None = None,
     choices: Sequence[str] | None = None,
     cli: bool = True,
     at_evaluation: bool = False,
 ) -> Any:
-    """A config field: `minimum` (inclusive), `above` and `below` (exclusive) bound numbers,
+    """A config field: `minimum`, `maximum` (inclusive), `above` and `below` (exclusive) bound
+    numbers,
     `choices` lists the allowed strings; `cli=False` for values the tools fill in themselves;
     `at_evaluation=True` for options `learners.evaluate` may change on a trained run (how
     episodes are inferred, not what was trained)."""
     metadata = {
         "help": help,
         "minimum": minimum,
+        "maximum": maximum,
         "above": above,
         "below": below,
         "choices": tuple(choices) if choices is not None else None,
@@ -57,16 +61,20 @@ def cli_fields(config_class: type) -> list[dataclasses.Field]:
 
 def _bound_problem(field: dataclasses.Field, value: Any) -> str | None:
     meta = field.metadata
+    if isinstance(value, float) and not math.isfinite(value):  # nan < 0 is False: say it first
+        return "expected a finite number"
     if meta.get("choices") is not None and value not in meta["choices"]:
         return f"expected one of {', '.join(meta['choices'])}"
-    numeric = [meta.get(k) for k in ("minimum", "above", "below")]
+    numeric = [meta.get(k) for k in ("minimum", "above", "below", "maximum")]
     if all(bound is None for bound in numeric):
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return "expected a number"
-    minimum, above, below = numeric
+    minimum, above, below, maximum = numeric
     if minimum is not None and value < minimum:
         return f"expected >= {minimum:g}"
+    if maximum is not None and value > maximum:
+        return f"expected <= {maximum:g}"
     if above is not None and not value > above:
         return f"expected > {above:g}"
     if below is not None and not value < below:
@@ -75,8 +83,8 @@ def _bound_problem(field: dataclasses.Field, value: Any) -> str | None:
 
 
 def check_fields(config: Any) -> None:
-    """Raise ValueError naming the flag and value of the first field outside its bounds (None
-    is allowed where the default is None)."""
+    """Raise ValueError naming the flag and value of the first field outside its bounds or not
+    finite (None is allowed where the default is None)."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if value is None and field.default is None:

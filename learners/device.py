@@ -19,6 +19,12 @@ def resolve_device(name: str = "auto") -> torch.device:
         ) from error
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {name!r}: CUDA is not available on this machine")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(
+            f"--device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+        )
+    if device.type not in ("cpu", "cuda"):  # mps, xpu, meta, ...: never tested here
+        raise ValueError(f"--device {name!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
     return device
 
 

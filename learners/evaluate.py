@@ -33,9 +33,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from episodes.sampler_factory import split_file_notes
 from episodes.util.atomic_files import atomic_path, write_text_atomically
 from episodes.util.cli_errors import UserError, run_main, user_faults
-from episodes.util.cli_style import add_dataset_argument, command_parser
+from episodes.util.cli_style import add_dataset_argument, command_parser, finite_float
 from learners.batch_norm import BATCH_NORM_MODES
 from learners.batched_memory import CPU_EPISODES_PER_BATCH, default_episodes_per_batch
 from learners.config_fields import flag_name
@@ -57,11 +58,17 @@ from learners.episode_eval import (
     HardnessMeasure,
 )
 from learners.episode_source import (
+    SYNTHETIC,
     EpisodeSource,
     ShardEpisodeSource,
     open_episode_source,
 )
-from learners.evaluation_folder import check_output_folder, default_label, folder_name
+from learners.evaluation_folder import (
+    check_output_folder,
+    default_label,
+    folder_name,
+    result_folder,
+)
 from learners.hardness_model import fixed_hardness_measure, run_hardness_measure
 from learners.learner import Learner
 from learners.md_finetune import check_md_finetune_flags
@@ -73,6 +80,7 @@ from learners.sharded_evaluation import evaluate_shard
 from learners.training_loop import BEST, CHECKPOINTS, list_snapshots
 
 SNAPSHOT_FIELDS = ("step", "accuracy", "std", "ci95", "n")
+DEFAULT_EPISODES = 600
 FINETUNE_INFERENCES = ("finetune", "transductive")
 FINETUNE_OPTIONS = (
     "finetune_epochs",
@@ -89,14 +97,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("learners.evaluate", __doc__)
     parser.add_argument("--run", required=True, help="run folder of learners.train")
     parser.add_argument("--split", default="test", choices=("train", "valid", "test"))
-    parser.add_argument("--episodes", type=int, default=600)
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="evaluation episodes (default 600; with --episode-shards, all the shards hold)",
+    )
     parser.add_argument("--episode-shards", default=None, help="materialised episode shards")
     add_dataset_argument(
         parser,
         required=False,
         help="evaluate on this converted dataset folder instead of the run's (repeatable)",
     )
-    parser.add_argument("--split-file", default=None, help="split file for --dataset")
+    parser.add_argument(
+        "--split-file",
+        default=None,
+        help="split file replacing the run's (or, with --dataset, the dataset spec's) splits",
+    )
     parser.add_argument(
         "--checkpoint", default=None, help="best (default when validated), last, step_N, or all"
     )
@@ -119,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--query", type=int, default=None)
     parser.add_argument(
         "--base-novel-lambda",
-        type=float,
+        type=finite_float,
         default=None,
         help="FIX-ML tau_BN(lambda): classes from the test split w.p. lambda",
     )
@@ -205,12 +222,34 @@ def _dataset(args: argparse.Namespace) -> str | None:
     return ",".join(d for folder in args.dataset for d in folder.split(",") if d)
 
 
+def _split_file(args: argparse.Namespace, config: RunConfig) -> str | None:
+    """The split file episodes are drawn with: --split-file when given (checked here, before
+    any work), else the run's (without --dataset) or none (the dataset spec's splits)."""
+    if args.split_file is not None:
+        if args.episode_shards is not None:
+            raise UserError(
+                f"--split-file {args.split_file}: episode shards hold their own episodes; "
+                "give --split-file or --episode-shards, not both"
+            )
+        if config.dataset == SYNTHETIC and not args.dataset:
+            raise UserError(
+                f"--split-file {args.split_file}: the run trained on synthetic data, which has "
+                "no classes to split; add --dataset DIR"
+            )
+        if not Path(args.split_file).is_file():
+            raise UserError(f"--split-file {args.split_file}: no such file")
+        return args.split_file
+    return None if args.dataset else config.split_file
+
+
 def _episode_source(args: argparse.Namespace, config: RunConfig) -> EpisodeSource:
     if args.episode_shards is not None:
         return ShardEpisodeSource(args.episode_shards, config.learner.image_size)
-    dataset, split_file = config.dataset, config.split_file
-    if args.dataset:
-        dataset, split_file = _dataset(args), args.split_file
+    dataset = _dataset(args) or config.dataset
+    split_file = _split_file(args, config)
+    if split_file is not None:
+        for note in split_file_notes(dataset.split(","), split_file):
+            print(f"note: {note}", file=sys.stderr)
     return open_episode_source(
         dataset, args.split, split_file, _episode_options(args, config), args.seed
     )
@@ -263,7 +302,7 @@ def evaluation_settings(
         "base_novel_lambda": args.base_novel_lambda,
         "episode_shards": shards,
         "dataset": _dataset(args),
-        "split_file": args.split_file if args.dataset else config.split_file,
+        "split_file": _split_file(args, config),
         "hardness": None,
     }
 
@@ -367,13 +406,27 @@ def _write_summary(out: Path, summary: dict[str, Any]) -> None:
     )
 
 
-def _prepare_output(out: Path, settings: dict[str, Any], overwrite: bool) -> None:
-    check_output_folder(out, settings, overwrite)
-    out.mkdir(parents=True, exist_ok=True)
+def _episode_count(args: argparse.Namespace) -> int:
+    """--episodes, checked against the shards' count before any work (default: all of them)."""
+    if args.episode_shards is None or not Path(args.episode_shards).exists():
+        return DEFAULT_EPISODES if args.episodes is None else args.episodes
+    from episodes.episode_shards import ShardError, shard_episode_count
+
+    try:
+        held = shard_episode_count(args.episode_shards)
+    except ShardError as exc:
+        raise UserError(str(exc)) from None
+    if args.episodes is not None and args.episodes > held:
+        raise UserError(
+            f"--episodes {args.episodes}: --episode-shards {args.episode_shards} holds {held} "
+            f"episodes; pass --episodes {held} or fewer (or leave it out for all of them)"
+        )
+    return held if args.episodes is None else args.episodes
 
 
 def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> dict[str, Any]:
     """Evaluate (as rank `ranks.rank` of a torchrun start, rank 0 writing, when sharded)."""
+    args.episodes = _episode_count(args)
     if args.episodes < 1:
         raise ValueError(f"--episodes {args.episodes}: expected >= 1")
     if args.episodes_per_batch is not None and args.episodes_per_batch < 1:
@@ -397,8 +450,10 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
     settings = evaluation_settings(args, learner, config, which, step)
     hardness = None if which == "all" else _hardness_measure(args, learner, device)
     settings["hardness"] = hardness.header() if hardness else None
-    out = Path(args.output) if args.output else Path(args.run) / "eval" / folder_name(settings)
-    on_rank_zero(lambda: _prepare_output(out, settings, args.overwrite), ranks)  # before work
+    name = folder_name(settings, explicit_split_file=args.split_file)
+    out = Path(args.output) if args.output else Path(args.run) / "eval" / name
+    # Before any long work (on rank 0, whose refusal ends every rank).
+    on_rank_zero(lambda: check_output_folder(out, settings, args.overwrite), ranks)
     if hardness is not None and args.hardness_model is None and ranks.is_writer:
         print(
             "note: hardness measured by the evaluated run itself; the paper measures every "
@@ -410,9 +465,10 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
         rows = _evaluate_snapshots(args, steps, source, device, overrides, config.amp, ranks)
         if not ranks.is_writer:
             return {}
-        _write_csv(out / "snapshots.csv", SNAPSHOT_FIELDS, rows)
         summary = {"label": label, "settings": settings, "snapshots": rows, "out": str(out)}
-        _write_summary(out, summary)
+        with result_folder(out) as folder:  # created only once everything is written
+            _write_csv(folder / "snapshots.csv", SNAPSHOT_FIELDS, rows)
+            _write_summary(folder, summary)
         print(f"wrote {out}/snapshots.csv, summary.json")
         return summary
     make_deterministic(args.seed)
@@ -429,8 +485,6 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
     if not ranks.is_writer:
         return {}  # rank 0 writes every rank's records
     header = hardness.header() if hardness else "hardness: not measured (--no-hardness)"
-    _write_csv(out / "episodes.csv", EPISODE_FIELDS, [r.to_row() for r in records], header)
-    _write_csv(out / "classes.csv", CLASS_FIELDS, class_rows)
     summary = {
         "run": str(args.run),
         "label": label,
@@ -443,13 +497,16 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
         "seed": args.seed,
         "episode_shards": args.episode_shards,
         "base_novel_lambda": args.base_novel_lambda,
-        "split_R": split_divergence(args.split_file if args.dataset else config.split_file),
+        "split_R": split_divergence(_split_file(args, config)),
         "hardness_extractor": hardness.description if hardness else None,
         "settings": settings,
         **summarize_records(records),
         "out": str(out),
     }
-    _write_summary(out, summary)
+    with result_folder(out) as folder:  # created only once everything is written
+        _write_csv(folder / "episodes.csv", EPISODE_FIELDS, [r.to_row() for r in records], header)
+        _write_csv(folder / "classes.csv", CLASS_FIELDS, class_rows)
+        _write_summary(folder, summary)
     print(f"{summary['label']} on {args.split}: {_format(summary['accuracy'])}")
     for source_name, values in summary["per_source"].items():
         print(f"  {source_name}: {_format(values)}")

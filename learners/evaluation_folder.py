@@ -10,11 +10,16 @@ settings, or files of unknown settings) is refused unless the user asks to overw
 
 from __future__ import annotations
 
+import errno
 import json
-from collections.abc import Mapping
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from episodes.util.atomic_files import staging_folder
 from episodes.util.cli_errors import UserError
 
 SUMMARY = "summary.json"
@@ -27,8 +32,9 @@ def episode_shape(ways: int | None, shots: int | None, query: int | None) -> str
     return "".join(parts) or "variable"
 
 
-def folder_name(settings: Mapping[str, Any]) -> str:
-    """The default folder name: split, checkpoint, inference, shape, count, then variants."""
+def folder_name(settings: Mapping[str, Any], explicit_split_file: str | None = None) -> str:
+    """The default folder name: split, checkpoint, inference, shape, count, then variants
+    (a split file given to the evaluation adds `split-<its name>`)."""
     parts = [settings["split"], settings["checkpoint"]]
     if settings.get("inference"):
         parts.append(settings["inference"])
@@ -52,6 +58,8 @@ def folder_name(settings: Mapping[str, Any]) -> str:
         )
     if settings.get("dataset"):
         parts.append("on-" + "+".join(Path(d).name for d in settings["dataset"].split(",")))
+    if explicit_split_file:
+        parts.append("split-" + Path(explicit_split_file).stem)
     return "-".join(str(p) for p in parts)
 
 
@@ -86,6 +94,9 @@ def check_output_folder(out: Path, settings: Mapping[str, Any], overwrite: bool)
     """Refuse (before any work) a folder holding results of other or unknown settings."""
     if out.exists() and not out.is_dir():
         raise UserError(f"--output {out}: exists and is not a folder")
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not os.access(existing, os.W_OK):  # say so now, not after the evaluation ran
+        raise PermissionError(errno.EACCES, "cannot write there", str(out))
     present = [name for name in RESULT_FILES if (out / name).is_file()]
     if not present or overwrite:
         return
@@ -105,3 +116,29 @@ def check_output_folder(out: Path, settings: Mapping[str, Any], overwrite: bool)
             f"{out} holds an evaluation with other settings ({'; '.join(changes)}): choose "
             "another --output (the default folder name follows the settings), or add --overwrite"
         )
+
+
+@contextmanager
+def result_folder(out: Path) -> Iterator[Path]:
+    """The folder to write an evaluation's files into, once the evaluation is done: a new
+    `out` is filled as a hidden staging folder and renamed when every file is written, so a
+    full disk, an error or Ctrl-C leaves no empty or half-written folder (nor an `eval/` folder
+    created for it); an existing `out` is written in place, file by file, each atomically."""
+    if out.is_dir():
+        yield out
+        return
+    created = [p for p in (out.parent, out.parent.parent) if not p.exists()]
+    staging = staging_folder(out)
+    try:
+        yield staging
+        os.replace(staging, out)
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, OSError) and str(exc.filename or "").startswith(str(staging)):
+            exc.filename = str(out) + str(exc.filename)[len(str(staging)) :]  # the path asked
+        for folder in created:  # innermost first; only if still empty
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        raise

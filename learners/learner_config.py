@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from episodes.images.image_size_limit import MAX_IMAGE_SIDE
 from learners.backbones import BACKBONES, BackboneConfig
 from learners.batch_norm import BATCH_NORM_MODES
 from learners.config_fields import MethodConfig, check_fields, option
@@ -29,7 +30,12 @@ class LearnerConfig:
 
     method: str = option("protonet", "the registered method name", cli=False)
     backbone: str = option("cnn4", f"one of {', '.join(BACKBONES)}")
-    image_size: int = option(84, "image side in pixels (episodes are resized to it)", minimum=1)
+    image_size: int = option(
+        84,
+        "image side in pixels (episodes are resized to it)",
+        minimum=1,
+        maximum=MAX_IMAGE_SIDE,  # the image size limit of converted datasets
+    )
     width: float = option(1.0, "channel width multiplier of the backbone", above=0)
     dropblock: bool = option(False, "DropBlock in ResNet-12")
     optimizer: str = option("adam", "adam, or sgd (Nesterov momentum 0.9)", choices=OPTIMIZERS)

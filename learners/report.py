@@ -33,7 +33,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from episodes.util.cli_errors import run_main, user_faults  # noqa: E402
-from episodes.util.cli_style import command_parser  # noqa: E402
+from episodes.util.cli_style import command_parser, finite_float  # noqa: E402
 from learners.metrics import (  # noqa: E402
     Z_95,
     average_ranks,
@@ -425,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.choices["divergence"].add_argument(
         "--r",
-        type=float,
+        type=finite_float,
         nargs="+",
         default=None,
         help="R of each evaluation's split, in order (default: from split)",

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 
 from episodes.util.atomic_files import write_text_atomically
+from episodes.util.cli_errors import UserError
+from episodes.util.folder_lock import FolderLock, FolderLockedError, acquire_folder_lock
 from learners.episode_source import EpisodeOptions
 from learners.learner import Learner
 from learners.learner_config import LearnerConfig
@@ -30,6 +32,7 @@ from learners.registry import (
 from learners.training_loop import BEST, CHECKPOINTS, LAST, list_snapshots, load_checkpoint
 
 CONFIG = "config.json"
+RUN_LOCK = ".lock"  # held while learners.train writes the run
 # Options that may change when a run is continued: training longer, and options that do not
 # change results (how data is loaded, how many snapshots are kept).
 RESUMABLE_CHANGES = (
@@ -84,24 +87,54 @@ def read_run_config(run_dir: str | os.PathLike) -> RunConfig:
     return RunConfig.from_dict(json.loads(path.read_text()))
 
 
+def lock_run_folder(run_dir: str | os.PathLike) -> FolderLock:
+    """One learners.train per run folder: a second one on the same --output is refused with
+    one line naming the running one (`RUN_LOCK` inside the folder; the kernel frees it when
+    the process ends in any way, and the next run removes a file kill -9 left)."""
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    try:
+        return acquire_folder_lock(
+            run / RUN_LOCK,
+            run,
+            "{folder}: another learners.train is training this run ({holder}); wait for it to "
+            "finish or choose another --output",
+        )
+    except FolderLockedError as exc:
+        raise UserError(str(exc)) from None
+
+
+def changed_values(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """'name old -> new' for every value that differs, nested dicts by dotted name."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) | set(new)):
+            name = f"{prefix}.{key}" if prefix else str(key)
+            found += changed_values(old.get(key), new.get(key), name)
+        return found
+    return [] if old == new else [f"{prefix} {old!r} -> {new!r}"]
+
+
 def write_or_check_run_config(run_dir: str | os.PathLike, config: RunConfig) -> None:
     """Write config.json for a new run; for an existing run, refuse changed options (configs
-    saved before names and defaults were resolved compare by what they run)."""
+    saved before names and defaults were resolved compare by what they run), naming each
+    changed value (`learner.lr 0.01 -> 0.001`)."""
     path = Path(run_dir) / CONFIG
     new = config.to_dict()
     if path.is_file():
         old = RunConfig.from_dict(json.loads(path.read_text()))
         old.learner = resolved_config(old.learner)
         old_values = old.to_dict()
-        changed = sorted(
-            k
-            for k in set(old_values) | set(new)
-            if k not in RESUMABLE_CHANGES and old_values.get(k) != new.get(k)
-        )
+        changed = [
+            line
+            for k in sorted(set(old_values) | set(new))
+            if k not in RESUMABLE_CHANGES
+            for line in changed_values(old_values.get(k), new.get(k), k)
+        ]
         if changed:
             raise ValueError(
-                f"{path} exists with different options {changed}: use a new --output folder "
-                "or the same options to resume"
+                f"{path} exists with different options ({'; '.join(changed)}): use a new "
+                "--output folder or the same options to resume"
             )
     write_text_atomically(path, json.dumps(new, indent=2, sort_keys=True) + "\n")
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from episodes.sampler_factory import split_file_notes
 from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from learners.config_fields import cli_fields
@@ -68,7 +69,7 @@ from learners.registry import (
     methods_sharing,
     resolved_config,
 )
-from learners.run_dir import RunConfig, write_or_check_run_config
+from learners.run_dir import RunConfig, lock_run_folder, write_or_check_run_config
 from learners.training_loop import (
     CHECKPOINTS,
     LAST,
@@ -298,6 +299,9 @@ def train(
         device = resolve_device(device_name)
     if config.dataset != SYNTHETIC and config.split_file is None and ranks.is_writer:
         print("note: no --split-file; using the splits of the dataset spec", file=sys.stderr)
+    if config.dataset != SYNTHETIC and ranks.is_writer:
+        for note in split_file_notes(config.dataset.split(","), config.split_file):
+            print(f"note: {note}", file=sys.stderr)
     plan = shard_plan(rank_meta_batch(config, ranks), ranks)
     options = config.episode_options
     if is_episodic(config.learner.method):
@@ -341,20 +345,22 @@ def train(
         learner = build_learner(config.learner).to(device)  # every option checked before writing
         learner.set_precision(config.amp, config.channels_last)
         broadcast_module(learner, ranks)  # rank 0's initial weights everywhere, as DDP does
-        on_rank_zero(functools.partial(write_or_check_run_config, out, config), ranks)
-        loop = LoopConfig(
-            config.total_steps,
-            config.checkpoint_every,
-            progress,
-            config.keep_snapshots,
-            meta_batch=plan.meta_batch,
-        )
-        step_fn = None
-        if plan.global_meta_batch > 1:
-            step_fn = meta_batch_stepper(plan, ranks, config.seed)
-        return run_training(
-            learner, stream, out, loop, validate, stop_after, step_fn=step_fn, ranks=ranks
-        )
+        # One learners.train per --output (rank 0 holds the lock for its ranks).
+        with lock_run_folder(out) if ranks.is_writer else contextlib.nullcontext():
+            on_rank_zero(functools.partial(write_or_check_run_config, out, config), ranks)
+            loop = LoopConfig(
+                config.total_steps,
+                config.checkpoint_every,
+                progress,
+                config.keep_snapshots,
+                meta_batch=plan.meta_batch,
+            )
+            step_fn = None
+            if plan.global_meta_batch > 1:
+                step_fn = meta_batch_stepper(plan, ranks, config.seed)
+            return run_training(
+                learner, stream, out, loop, validate, stop_after, step_fn=step_fn, ranks=ranks
+            )
     finally:
         close_source(source)
         if validate is not None:

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,9 +36,11 @@ import torch
 from tqdm import tqdm
 
 from episodes.util.atomic_files import atomic_path
+from episodes.util.cli_errors import unwritable_cause
 from learners.distributed import SINGLE_PROCESS, RankInfo, barrier, broadcast_file
 from learners.learner import Learner
 from learners.metrics import AccuracySummary
+from learners.run_checkpoints import read_payload, resume_point
 
 CHECKPOINTS = "checkpoints"
 LAST = "last.pt"
@@ -99,8 +103,16 @@ def list_snapshots(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
 
 
 def _atomic_save(payload: dict[str, Any], path: Path) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    # Through a Python file: a full disk is then an OSError (ENOSPC) naming `path`, one line,
+    # where torch writing a path itself raises a RuntimeError ("unexpected pos") and a traceback.
+    try:
+        with atomic_path(path) as tmp, tmp.open("wb") as handle:
+            torch.save(payload, handle)
+    except RuntimeError as exc:  # torch wraps the OSError when it fails closing the archive
+        cause = unwritable_cause(exc)
+        if cause is None:
+            raise
+        raise OSError(cause.errno, cause.strerror, str(path)) from None
 
 
 def _atomic_link(source: Path, target: Path) -> None:
@@ -142,12 +154,15 @@ def save_checkpoint(learner: Learner, step: int, path: Path) -> None:
 def load_checkpoint(
     learner: Learner, path: str | os.PathLike | io.BytesIO, restore_rng: bool = True
 ) -> int:
-    """Load a checkpoint (a file, or its bytes) into `learner`; returns its step."""
-    if not isinstance(path, io.BytesIO):
+    """Load a checkpoint (a file, or its bytes as rank 0 sent them) into `learner`; returns its
+    step."""
+    if isinstance(path, io.BytesIO):  # rank 0 checked the file it read (resume_point)
+        payload = torch.load(path, map_location=learner.device, weights_only=True)
+    else:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"checkpoint {path} not found")
-    payload = torch.load(path, map_location=learner.device, weights_only=True)
+        payload = read_payload(path, learner.device)  # a damaged file: one line naming it
     learner.load_state_dict(payload["model"])
     if learner.optimizer is not None and "optimizer" in payload:
         learner.optimizer.load_state_dict(payload["optimizer"])
@@ -174,21 +189,50 @@ def _rewrite_rows(path: Path, fields: tuple[str, ...], rows: list[dict[str, Any]
 
 
 def _append_rows(path: Path, fields: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
-    new = not path.is_file()
-    with path.open("a", newline="") as handle:
+    """Add rows as one atomic rewrite: a full disk leaves the log as it was, never a cut row
+    (logs are small: a row per step)."""
+    old = path.read_text() if path.is_file() else ""
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as handle:
+        handle.write(old)
         writer = csv.DictWriter(handle, fieldnames=fields)
-        if new:
+        if not old:
             writer.writeheader()
         writer.writerows(rows)
 
 
 def _truncate_logs(run_dir: Path, step: int) -> list[dict[str, str]]:
     """Drop log rows written after the checkpoint we resume from; returns validation rows."""
+    if not (run_dir / TRAIN_LOG).is_file() and not (run_dir / VALIDATION_LOG).is_file():
+        return []
     train = [r for r in _read_rows(run_dir / TRAIN_LOG) if int(r["step"]) <= step]
     _rewrite_rows(run_dir / TRAIN_LOG, ("step", "loss"), train)
     valid = [r for r in _read_rows(run_dir / VALIDATION_LOG) if int(r["step"]) <= step]
     _rewrite_rows(run_dir / VALIDATION_LOG, VALIDATION_FIELDS, valid)
     return valid
+
+
+def check_loss(loss: float, step: int, run_dir: Path, learner: Learner) -> None:
+    """Stop on a NaN or infinite loss (the weights are gone from then on), naming the step and
+    the last good snapshot. fp16 loss scaling skips such steps itself and goes on."""
+    if math.isfinite(loss) or learner.precision.mode == "fp16":
+        return
+    snapshots = list_snapshots(run_dir)
+    last = run_dir / CHECKPOINTS / LAST
+    good = (
+        f"the last good snapshot is {snapshots[-1][1]} (step {snapshots[-1][0]})"
+        if snapshots
+        else f"the last good checkpoint is {last}"
+        if last.is_file()
+        else "no snapshot was saved yet"
+    )
+    raise NonFiniteLossError(
+        f"step {step}: the training loss is {loss}; training stopped, {good}: lower --lr (or "
+        "check the data) and train again with a new --output"
+    )
+
+
+class NonFiniteLossError(ValueError):
+    """The training loss became NaN or infinite (one line: the step and the last snapshot)."""
 
 
 def _cuda_devices() -> list[int]:
@@ -217,11 +261,12 @@ def run_training(
 ) -> LoopResult:
     """Train `learner` on `stream(start)` items until `config.total_steps`.
 
-    Resumes from `run_dir/checkpoints/last.pt` when present. `stop_after` ends the session after
-    that global step (an interruption, for tests and time-limited jobs). `step_fn(learner,
-    items, step)` trains on `config.meta_batch` items per step (a meta-batch, see
-    `learners.meta_batch`) instead of `learner.train_step` on one; of several ranks, rank 0
-    alone writes, validates and shows progress, and every rank resumes from rank 0's last.pt."""
+    Resumes from the newest intact checkpoint (`last.pt`, else a step snapshot), with the logs
+    cut back to its step. `stop_after` ends the session after that global step (an
+    interruption, for tests and time-limited jobs). `step_fn(learner, items, step)` trains on
+    `config.meta_batch` items per step (a meta-batch, see `learners.meta_batch`) instead of
+    `learner.train_step` on one; of several ranks, rank 0 alone writes, validates and shows
+    progress, and every rank resumes from the checkpoint rank 0 resumes from."""
     if step_fn is None and config.meta_batch != 1:
         raise ValueError(f"a meta-batch of {config.meta_batch} items needs a step function")
     run_dir = Path(run_dir)
@@ -231,12 +276,18 @@ def run_training(
     start = 0
     best = float("-inf")
     last = run_dir / CHECKPOINTS / LAST
-    resume = broadcast_file(last, ranks) if ranks.sharded else (last if last.is_file() else None)
+    resume: Path | io.BytesIO | None = None
+    if writer:
+        resume, note = resume_point(run_dir / CHECKPOINTS, last)  # the newest intact checkpoint
+        if note:
+            print(note, file=sys.stderr)
+    if ranks.sharded:
+        resume = broadcast_file(resume, ranks)  # rank 0's checkpoint on every rank
     if resume is not None:
         start = load_checkpoint(learner, resume)
-        if writer:
-            previous = _truncate_logs(run_dir, start)
-            best = max((float(r["accuracy"]) for r in previous), default=float("-inf"))
+    if writer:
+        previous = _truncate_logs(run_dir, start)  # rows after it (or with none) are dropped
+        best = max((float(r["accuracy"]) for r in previous), default=float("-inf"))
     result = LoopResult(start_step=start, end_step=start)
     end = config.total_steps if stop_after is None else min(config.total_steps, stop_after)
     if start >= end:
@@ -261,6 +312,7 @@ def run_training(
             learner.schedule_step(step, config.total_steps)  # learners.lr_schedule
             loss = learner.train_step(item) if step_fn is None else step_fn(learner, item, step)
             del item
+            check_loss(loss, step, run_dir, learner)
             result.losses.append(loss)
             if writer:
                 pending.append({"step": step, "loss": f"{loss:.6f}"})

@@ -22,7 +22,7 @@ import torch
 
 from episodes.records.split_file import SPLITS, SplitFile
 from episodes.util.cli_errors import user_faults
-from episodes.util.cli_style import command_parser
+from episodes.util.cli_style import command_parser, finite_float
 from splits.atg import normalise_rows
 from splits.divergences import (
     DEFAULT_DAMPING,
@@ -334,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     cor.add_argument("--tasks", required=True, help="JSON list of tasks (lists of class names)")
     cor.add_argument("--accuracies", required=True, help="JSON list or one number per line")
     cor.add_argument("--family", default="gaussian", choices=["gaussian", "multinomial"])
-    cor.add_argument("--damping", type=float, default=DEFAULT_DAMPING)
+    cor.add_argument("--damping", type=finite_float, default=DEFAULT_DAMPING)
     cor.add_argument(
         "--no-normalise", action="store_true", help="use raw instead of unit-normalised embeddings"
     )

@@ -23,7 +23,12 @@ from typing import Any
 
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.util.cli_errors import user_faults
-from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
+from episodes.util.cli_style import (
+    add_dataset_argument,
+    command_parser,
+    finite_float,
+    single_dataset,
+)
 from splits.embeddings.pipeline import (
     EmbedError,
     EmbedOptions,
@@ -66,13 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true", help="no progress lines")
     pre = parser.add_argument_group("pre-training (with --pretrain)")
     pre.add_argument(
-        "--pretrain-epochs", type=float, default=None, help="passes over all images (default 1)"
+        "--pretrain-epochs",
+        type=finite_float,
+        default=None,
+        help="passes over all images (default 1)",
     )
     pre.add_argument("--pretrain-steps", type=int, default=None, help="training batches")
     pre.add_argument("--pretrain-batch-size", type=int, default=64)
-    pre.add_argument("--pretrain-lr", type=float, default=1e-3)
+    pre.add_argument("--pretrain-lr", type=finite_float, default=1e-3)
     pre.add_argument("--image-size", type=int, default=None, help="image side (default 84)")
-    pre.add_argument("--width", type=float, default=1.0, help="backbone channel multiplier")
+    pre.add_argument("--width", type=finite_float, default=1.0, help="backbone channel multiplier")
     pre.add_argument("--seed", type=int, default=0)
     pre.add_argument(
         "--checkpoint-out",

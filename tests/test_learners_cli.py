@@ -110,7 +110,7 @@ def test_a_run_refuses_changed_options(tmp_path: Path, capsys) -> None:
     ]
     assert train_cli.main(args) == 0
     assert train_cli.main([*args, "--lr", "0.5"]) == 2
-    assert "different options ['learner']" in capsys.readouterr().err
+    assert "different options (learner.lr 0.001 -> 0.5)" in capsys.readouterr().err
     assert train_cli.main([*args]) == 0  # same options: nothing left to do
     assert "already trained" in capsys.readouterr().out
 

@@ -30,6 +30,7 @@ from episodes.records.record_index import RecordIndexError, index_path_for
 from episodes.records.record_reader import CorruptRecordError
 from episodes.records.tfrecord_io import write_records
 from episodes.sampler import SamplerConfig, SamplerError
+from episodes.util.cli_errors import UserError
 from tests.test_reader_fixtures import (
     ListSampler,
     colour_of,
@@ -469,17 +470,17 @@ def test_cli_split_file_overrides_the_spec_splits(toy, tmp_path, capsys):
     }
     assert classes == {5, 6, 7}
     split_file.write_text(json.dumps({"train": ["no such class"], "valid": [], "test": []}))
-    with pytest.raises(SystemExit, match="no such class"):
+    with pytest.raises(UserError, match="no such class"):
         main(["--dataset", str(toy.root), "--split", "test", "--split-file", str(split_file)])
 
 
 def test_cli_reports_bad_input_in_one_line(toy):
-    with pytest.raises(SystemExit, match="unknown split 'nope'"):
+    with pytest.raises(UserError, match="unknown split 'nope'"):
         main(["--dataset", str(toy.root), "--split", "nope"])
-    with pytest.raises(SystemExit, match="lambda=-0.5 is outside"):
+    with pytest.raises(UserError, match="lambda=-0.5 is outside"):
         main(["--dataset", str(toy.root), "--split", "test", "--lambda", "-0.5"])
     shutil.rmtree(toy.root)
-    with pytest.raises(SystemExit, match="no dataset spec"):
+    with pytest.raises(UserError, match="no dataset spec"):
         main(["--dataset", str(toy.root), "--split", "test"])
 
 

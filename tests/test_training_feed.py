@@ -352,9 +352,9 @@ def test_new_options_are_saved_and_only_result_changing_ones_block_a_resume(
     )
     capsys.readouterr()
     assert train_cli.main([*args[:-3], "--amp", "fp16", "--channels-last"]) == 2
-    assert "different options ['amp']" in capsys.readouterr().err
+    assert "different options (amp 'bf16' -> 'fp16')" in capsys.readouterr().err
     assert train_cli.main([*args[:-1]]) == 2
-    assert "different options ['channels_last']" in capsys.readouterr().err
+    assert "different options (channels_last True -> False)" in capsys.readouterr().err
     more = [a if a != "2" or i != args.index("--episodes") + 1 else "3" for i, a in enumerate(args)]
     assert train_cli.main([*more, "--keep-snapshots", "1"]) == 0  # loading/storage may change
     assert [s for s, _ in list_snapshots(out)] == [3]

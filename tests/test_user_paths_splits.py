@@ -13,6 +13,7 @@ from beam_pipelines import convert
 from episodes import read as read_cli
 from episodes.records.dataset_spec import load_spec
 from episodes.records.split_file import read_split_file
+from episodes.util.cli_errors import UserError
 from learners.episode_source import EpisodeOptions, open_episode_source
 from learners.evaluate import split_divergence
 from splits import analyze, make
@@ -222,11 +223,11 @@ def test_bad_split_files_are_one_line_errors_naming_the_path(converted, tmp_path
     for name, text in bad.items():
         path = tmp_path / name
         path.write_text(text)
-        with pytest.raises(SystemExit) as exit_info:
+        with pytest.raises(UserError) as exit_info:  # run_main prints it: one line, exit 2
             read_cli.main(
                 ["--dataset", str(converted), "--split", "test", "--split-file", str(path)]
             )
-        line = _one_line(str(exit_info.value.code))  # SystemExit's message, printed on exit
+        line = _one_line(f"error: {exit_info.value}")
         assert str(path) in line, line
         with pytest.raises(ValueError, match=str(path)):
             read_split_file(path)

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from beam_pipelines.pixel_conventions import PIXEL_CONVENTIONS
+from episodes.images.image_size_limit import MAX_IMAGE_SIDE
 
 
 class ConfigError(ValueError):
@@ -164,7 +165,10 @@ class SourceConfig:
         maximum=100,
     )
     resize: int | None = option(
-        None, "store images resized to RESIZE x RESIZE (default: original size)", minimum=1
+        None,
+        "store images resized to RESIZE x RESIZE (default: original size)",
+        minimum=1,
+        maximum=MAX_IMAGE_SIDE,  # the image size limit of converted datasets, for the output too
     )
     pixel_convention: str | None = option(
         None,

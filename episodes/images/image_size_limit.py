@@ -23,6 +23,9 @@ def use_image_size_limit() -> None:
     warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
 
 
+MAX_IMAGE_SIDE = 13_377  # the largest square under the limit (13,377^2 = 178,944,129 pixels)
+
+
 def size_problem(width: int, height: int) -> str | None:
     """Why an image of this size is refused, or None."""
     if width * height <= MAX_IMAGE_PIXELS:

@@ -296,8 +296,12 @@ class DatasetSpec:
     ) -> DatasetSpec:
         """A copy whose splits are given by class names (a split file overriding the spec's).
 
-        A DAG hierarchy is per split and cannot follow an arbitrary re-split, so it is dropped;
-        a bi-level hierarchy is kept (superclass splits cleared)."""
+        The hierarchy is kept wherever it still applies (Meta-Dataset's rule: a superclass or
+        DAG node belongs to a split when all its classes lie in that split): a split keeps
+        superclass (alphabet) episodes when every class of it sits in a superclass wholly
+        inside it, DAG episodes when every leaf of it lies under a kept internal node. Splits
+        where it no longer applies sample classes flat; `hierarchy_notes` says which, in one line
+        (also recorded in the provenance)."""
         split_classes = {}
         for split, names in ((Split.TRAIN, train), (Split.VALID, valid), (Split.TEST, test)):
             unknown = [n for n in names if n not in self._name_to_id()]
@@ -307,15 +311,21 @@ class DatasetSpec:
                     f"{self.name!r}, e.g. {unknown[:3]}"
                 )
             split_classes[split] = sorted(self._name_to_id()[n] for n in names)
-        hierarchy = self.hierarchy
-        if isinstance(hierarchy, DagHierarchy):
-            hierarchy = None
-        elif isinstance(hierarchy, BiLevelHierarchy):
-            hierarchy = replace(hierarchy, superclass_splits=None)
-        provenance = dict(self.provenance, split_file=source) if source else self.provenance
+        hierarchy, note = _hierarchy_under_splits(self, split_classes)
+        provenance = dict(self.provenance)
+        if source:
+            provenance["split_file"] = source
+        provenance.pop("hierarchy_note", None)
+        if note:
+            provenance["hierarchy_note"] = f"split file {source or '(given)'}: {note}"
         return replace(
             self, split_classes=split_classes, hierarchy=hierarchy, provenance=provenance
         )
+
+    @property
+    def hierarchy_note(self) -> str | None:
+        """One line saying where a split file left the hierarchy out (None: kept, or none)."""
+        return self.provenance.get("hierarchy_note")
 
     def to_json(self) -> dict:
         """The reference Meta-Dataset's keys (read by its `load_dataset_spec`), then ours."""
@@ -345,6 +355,114 @@ class DatasetSpec:
         if path.is_dir():
             path = path / SPEC_FILENAME
         path.write_text(json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n")
+
+
+def _hierarchy_under_splits(
+    spec: DatasetSpec, split_classes: dict[Split, list[int]]
+) -> tuple[Hierarchy | None, str | None]:
+    """The spec's hierarchy restricted to new class splits, and a note on splits it left."""
+    hierarchy = spec.hierarchy
+    if isinstance(hierarchy, BiLevelHierarchy):
+        return _bilevel_under_splits(spec, hierarchy, split_classes)
+    if isinstance(hierarchy, DagHierarchy):
+        return _dag_under_splits(spec, hierarchy, split_classes)
+    return hierarchy, None
+
+
+def _bilevel_under_splits(
+    spec: DatasetSpec, hierarchy: BiLevelHierarchy, split_classes: dict[Split, list[int]]
+) -> tuple[BiLevelHierarchy, str | None]:
+    splits_of: dict[int, set[Split]] = {}  # superclass -> splits its (listed) classes lie in
+    for split, ids in split_classes.items():
+        for c in ids:
+            splits_of.setdefault(hierarchy.superclass_of[c], set()).add(split)
+    kept: dict[Split, list[int]] = {}
+    lost: list[str] = []
+    for split in ALL_SPLITS:
+        supers = sorted({hierarchy.superclass_of[c] for c in split_classes.get(split, [])})
+        mixed = [s for s in supers if len(splits_of[s]) > 1]
+        if not supers:
+            continue
+        if mixed:
+            names = ", ".join(repr(hierarchy.superclass_names[s]) for s in mixed[:3])
+            more = f" and {len(mixed) - 3} more" if len(mixed) > 3 else ""
+            lost.append(f"{split.value} (superclasses {names}{more} span several splits)")
+        else:
+            kept[split] = supers
+    note = None
+    if lost:
+        note = (
+            f"{'; '.join(lost)}: those splits sample classes flat, without the superclass "
+            f"hierarchy of {spec.name!r}"
+        )
+    return replace(hierarchy, superclass_splits=kept), note
+
+
+def _dag_under_splits(
+    spec: DatasetSpec, hierarchy: DagHierarchy, split_classes: dict[Split, list[int]]
+) -> tuple[DagHierarchy | None, str | None]:
+    # The whole graph: every split's sub-DAG of the spec, merged (leaves are class names).
+    children: dict[str, set[str]] = {}
+    words: dict[str, str] = {}
+    for nodes in hierarchy.split_nodes.values():
+        for node in nodes.values():
+            children.setdefault(node.wn_id, set()).update(node.children)
+            words.setdefault(node.wn_id, node.words)
+    spans: dict[str, frozenset[str]] = {}
+
+    def span(wn_id: str) -> frozenset[str]:
+        stack = [wn_id]
+        while stack:  # iterative post-order: the ImageNet DAG is deep
+            top = stack[-1]
+            todo = [c for c in children[top] if c not in spans]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            spans[top] = (
+                frozenset(u for c in children[top] for u in spans[c])
+                if children[top]
+                else frozenset((top,))
+            )
+        return spans[wn_id]
+
+    kept: dict[Split, dict[str, DagNode]] = {}
+    lost: list[str] = []
+    for split in ALL_SPLITS:
+        leaves = {spec.class_names[c] for c in split_classes.get(split, [])}
+        if not leaves:
+            continue
+        outside = leaves - set(children)
+        internal = {n for n in children if children[n] and not outside and span(n) <= leaves}
+        covered = {u for n in internal for u in spans[n]}
+        if outside or covered != leaves:
+            missing = sorted(outside or leaves - covered)
+            lost.append(
+                f"{split.value} ({len(missing)} of its classes, e.g. {missing[0]!r}, lie under "
+                "no DAG node wholly in it)"
+            )
+            continue
+        members = internal | leaves
+        parents: dict[str, list[str]] = {n: [] for n in members}
+        for n in sorted(internal):
+            for c in children[n]:
+                parents[c].append(n)
+        kept[split] = {
+            n: DagNode(
+                wn_id=n,
+                words=words.get(n, ""),
+                children=tuple(sorted(children[n] & members)),
+                parents=tuple(sorted(parents[n])),
+            )
+            for n in sorted(members)
+        }
+    note = None
+    if lost:
+        note = (
+            f"{'; '.join(lost)}: those splits sample classes flat, without the ImageNet DAG of "
+            f"{spec.name!r}"
+        )
+    return (DagHierarchy(kept) if kept else None), note
 
 
 # ----------------------------------------------------------------------------------------------

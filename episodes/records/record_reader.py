@@ -124,13 +124,36 @@ class RecordReader:
         """The class's index, or one line naming the file, the class and the bad record."""
         path = self.records_path(class_id)
         try:
-            return load_or_build_index(path, self.index_cache_dir)
+            index = load_or_build_index(path, self.index_cache_dir)
         except (RecordIndexError, RecordCorruptError) as exc:
             text = str(exc).replace(f"{path}: ", "").replace(f"{path} ", "the file ")
             if isinstance(exc, RecordIndexError):  # an index to rebuild, or a file cut short
                 raise RecordIndexError(f"file {path}, class {class_id}: {text}") from None
             text += " (restore the file or convert the dataset again)"
             raise CorruptRecordError(f"file {path}, class {class_id}: {text}") from None
+        self._check_first_label(index, path, class_id)
+        return index
+
+    def _check_first_label(self, index: RecordIndex, path: Path, class_id: int) -> None:
+        """File names are not trusted: a class file whose first record carries another
+        class's label (files renamed or swapped) would serve images under the wrong class."""
+        if len(index) == 0:
+            return
+        offset, length = index.span(0)
+        frame = self._pool.read(str(path), offset, length)
+        payload = verified_payload(frame)
+        if payload is None:  # a damaged record: reading it names it, in the reader's order
+            return
+        try:
+            _, label = decode_image_example(payload)
+        except ExampleDecodeError:  # not an image record: what reads it says so
+            return
+        if label != class_id:
+            raise CorruptRecordError(
+                f"file {path}, class {class_id}: its first record is labelled class {label} "
+                "(class files renamed or swapped?): restore the files or convert the dataset "
+                "again"
+            )
 
     def num_records(self, class_id: int) -> int:
         return len(self.index(class_id))

@@ -32,8 +32,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.filename == str(tmp):
-            exc.filename = str(path)  # name the file the user asked for, not the hidden one
+        if isinstance(exc, OSError) and exc.filename in (str(tmp), None):
+            # name the file the user asked for, not the hidden one (a write through a handle,
+            # a full disk say, names none)
+            exc.filename = str(path)
         raise
 
 

@@ -15,10 +15,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from episodes.util.termination import interrupt_on_termination, interrupt_status
+
 EXIT_USAGE = 2  # bad input or environment: the user can fix it (argparse uses 2 too)
 # An output that cannot be written: one line even when a library wraps the OSError (Beam does).
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC)
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C (143 = 128 + SIGTERM)
 
 
 MainFunction = TypeVar("MainFunction", bound=Callable[..., int])
@@ -90,17 +92,19 @@ def run_main(
     interrupted: str | Callable[[], str] = "interrupted",
     extra_errors: tuple[type[BaseException], ...] = (),
 ) -> int:
-    """Run `main(argv)`; user faults and Ctrl-C end in one stderr line and an exit code.
+    """Run `main(argv)`; user faults and Ctrl-C or SIGTERM end in one stderr line and an exit
+    code (130 after Ctrl-C, 143 after SIGTERM).
 
     `interrupted` is the line printed on Ctrl-C (e.g. how to resume); `extra_errors` are the
     calling package's own user-fault exception types, printed by their message.
     """
+    interrupt_on_termination()  # SIGTERM (timeout, docker stop, Slurm) ends it as Ctrl-C does
     try:
         return main(argv)
     except KeyboardInterrupt:
         line = interrupted() if callable(interrupted) else interrupted
         print(f"\n{line}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return interrupt_status()
     except (UserError, *extra_errors) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

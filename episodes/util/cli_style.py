@@ -12,6 +12,7 @@ spelling: they are Beam's, passed through to its `PipelineOptions`.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -124,6 +125,18 @@ def command_parser(prog: str, description: str | None = None, **kwargs: Any) -> 
     """The parser of `python -m prog`; sub-command parsers share its class."""
     kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
     return CommandParser(prog=f"python -m {prog}", description=description, **kwargs)
+
+
+def finite_float(text: str) -> float:
+    """argparse `type` of a float option: 'nan' and 'inf' are refused like any bad number
+    (float() accepts them, and a NaN then passes every `<` bound check)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number")
+    return value
 
 
 def add_dataset_argument(
