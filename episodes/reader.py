@@ -204,6 +204,7 @@ class EpisodeReader:
         self._gauge = ParallelismGauge(num_threads)
         self._process_pool: DecodeProcessPool | None = None
         self._process_pool_pid: int | None = None
+        self._emulate_decode_s = 0.0  # benchmarks only: workers sleep instead of decoding
 
     def _largest_episode_bytes(self, config: Any) -> int:
         """Pixels of the largest episode `config` can give (sizes the shared memory needed)."""
@@ -287,6 +288,7 @@ class EpisodeReader:
                 spare_segments=2,
                 dtype=self.dtype.str,
                 float_range=self.float_range,
+                emulate_decode_s=self._emulate_decode_s,
             )
             self._process_pool_pid = os.getpid()
         return self._process_pool
@@ -386,7 +388,8 @@ class EpisodeReader:
         return self.read(self.describe(index))
 
     def read_many(self, descriptions: Iterable[EpisodeDescription]) -> Iterator[Episode]:
-        """Episodes of `descriptions`, in order, with up to `prefetch` more being decoded."""
+        """Episodes of `descriptions`, in order, with up to `prefetch` more being decoded (more
+        while decode processes would otherwise idle: `_deepen`)."""
         pending: deque[_InFlight] = deque()
         try:
             for description in descriptions:
@@ -397,7 +400,7 @@ class EpisodeReader:
                     yield self._finish(flight)
                     continue
                 pending.append(flight)
-                if len(pending) > self.prefetch:
+                if len(pending) > self.prefetch and not self._deepen(pending):
                     yield self._finish(pending.popleft())
             while pending:
                 yield self._finish(pending.popleft())
@@ -407,6 +410,17 @@ class EpisodeReader:
                     future.cancel()
                 if flight.ticket is not None and self._process_pool is not None:
                     self._process_pool.discard(flight.ticket)
+
+    def _deepen(self, pending: deque[_InFlight]) -> bool:
+        """Whether to start one more episode before handing out the oldest, beyond `prefetch`:
+        while decode processes have idle workers (`DecodeProcessPool.hungry`), up to
+        `prefetch` + 2 per process in flight. Keeping N workers busy takes several episodes
+        in flight (each decoded by a few of them, `decode_processes.share_count`); with only
+        `prefetch` + 1, the rate stopped growing with N."""
+        pool = self._process_pool
+        if pool is None or pending[-1].ticket is None:
+            return False
+        return len(pending) <= self.prefetch + 2 * self.decode_processes and pool.hungry()
 
     def episodes(self, start: int = 0, count: int | None = None) -> Iterator[Episode]:
         """Episodes start, start+1, ... (`count` of them, or without end when None)."""
