@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from episodes.read import ARRAY_FIELDS
+from learners.device_prefetch import prefetch_to_device
 from learners.episode_batch import episode_field
 from learners.episode_source import SYNTHETIC, close_source
 
@@ -174,7 +175,20 @@ def feed(
     config: FeedConfig,
     device: torch.device,
 ) -> Iterator[Any]:
-    """Items start, start+1, ... of `source` as tensors (see the module docstring)."""
+    """Items start, start+1, ... of `source` as tensors (see the module docstring); on CUDA
+    their images arrive on the device already (`device_prefetch`: uint8, copied on a side
+    stream while the previous step computes)."""
+    yield from prefetch_to_device(_loader_items(source, open_source, start, config, device), device)
+
+
+def _loader_items(
+    source: Any,
+    open_source: Callable[[], Any],
+    start: int,
+    config: FeedConfig,
+    device: torch.device,
+) -> Iterator[Any]:
+    """The DataLoader's items, host tensors (pinned on CUDA)."""
     workers = feed_workers(config, source)
     loader = make_loader(StreamDataset(open_source, start, source), config, device, workers)
     iterator = iter(loader)
