@@ -24,7 +24,7 @@ from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from learners.config_fields import cli_fields
 from learners.config_flags import add_config_flags, given_values
-from learners.device import make_deterministic, resolve_device
+from learners.device import choose_loading, make_deterministic, resolve_device
 from learners.episode_eval import validation_hook
 from learners.episode_feed import FeedConfig, check_throughput_options, feed
 from learners.episode_source import (
@@ -70,13 +70,14 @@ def add_throughput_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--loader-workers",
         type=int,
-        default=0,
-        help="DataLoader processes reading episodes ahead (0: the training process reads)",
+        default=None,
+        help="DataLoader processes reading episodes ahead (0: the training process reads; "
+        "default: chosen from the device and cores, learners.device.choose_loading)",
     )
     group.add_argument(
         "--decode-processes",
         type=int,
-        default=0,
+        default=None,
         help="with --loader-workers 0: the reader decodes JPEG records ahead in N processes",
     )
     group.add_argument(
@@ -202,6 +203,11 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.fix_ml_pool is not None and not is_episodic(learner.method):
         raise ValueError("--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass")
     dataset = dataset_from_args(args)
+    args.loader_workers, args.decode_processes, loading = choose_loading(
+        resolve_device(args.device), dataset, args.loader_workers, args.decode_processes
+    )
+    if loading is not None:
+        print(loading, file=sys.stderr)
     check_throughput_options(
         args.loader_workers, args.decode_processes, args.keep_snapshots, dataset
     )
