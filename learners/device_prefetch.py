@@ -59,7 +59,10 @@ def image_tensors(item: Any) -> list[torch.Tensor]:
 
 
 def _pinned(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor if tensor.is_pinned() else tensor.pin_memory()
+    """Page-locked host memory (what an asynchronous copy needs); device tensors as they are."""
+    if tensor.device.type != "cpu" or tensor.is_pinned():
+        return tensor
+    return tensor.pin_memory()
 
 
 class DevicePrefetcher:

@@ -150,7 +150,8 @@ def test_pinned_memory_is_requested_only_for_cuda() -> None:
     opener = functools.partial(open_episode_source, "synthetic", "train", None, OPTIONS, 0)
     dataset = StreamDataset(opener, 0)
     for workers in (0, 2):
-        assert make_loader(dataset, FeedConfig(workers), torch.device("cuda"), workers).pin_memory
+        pinned = make_loader(dataset, FeedConfig(workers), torch.device("cuda"), workers)
+        assert pinned.pin_memory == (workers > 0)  # workers=0: device_prefetch's thread pins
         assert not make_loader(dataset, FeedConfig(workers), CPU, workers).pin_memory
 
 
