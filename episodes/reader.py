@@ -207,7 +207,9 @@ class EpisodeReader:
             self._sources[spec.name] = _Source(spec, max_open_files, index_cache_dir, cache, resize)
         self._episode_bytes = self._largest_episode_bytes(config)
         if decode_processes is None:  # one per core, unless nothing is decoded at all
-            decodes = any(s.cache is None for s in self._sources.values())
+            decodes = decode_device == "cpu" and any(
+                s.cache is None for s in self._sources.values()
+            )
             decode_processes = (
                 auto_decode_processes(self._episode_bytes, prefetch) if decodes else 0
             )

@@ -366,3 +366,14 @@ def test_shares_go_to_the_least_busy_workers_in_turn(toy):
         assert pool.submit("toy", rows, 2).workers[0][0] == 0  # the least busy one
         for ticket in tickets[1:]:
             assert np.array_equal(pool.collect(ticket), first)  # same rows, same pixels
+
+
+def test_the_benchmarks_emulated_decode_sleeps_instead_of_decoding(toy):
+    config = SamplerConfig.fixed(ways=3, shots=2, query=2)
+    with EpisodeReader(toy.root, "test", config, 0, image_size=8, decode_processes=2) as reader:
+        reader._emulate_decode_s = 0.001  # benchmarks/episodes.py --emulate-decode-ms 1
+        emulated = list(reader.episodes(0, 3))
+        assert [e.episode_index for e in emulated] == [0, 1, 2]
+        assert all(not e.support_images.any() for e in emulated)  # fresh segments: nothing written
+    with EpisodeReader(toy.root, "test", config, 0, image_size=8, decode_processes=2) as reader:
+        assert all(e.support_images.any() for e in reader.episodes(0, 3))  # decoded for real

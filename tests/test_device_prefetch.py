@@ -126,3 +126,15 @@ def test_feed_batches_still_arrive_as_before(jpeg_dataset):  # noqa: F811
         source.close()
     assert [tuple(g[0].shape) for g in got] == [(8, 16, 16, 3)] * 2
     assert all(g[0].dtype == torch.uint8 and len(g[1]) == 8 for g in got)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="waits for a GPU run: needs CUDA")
+def test_on_cuda_images_arrive_on_the_device_as_uint8_in_order():  # pragma: no cover
+    device = torch.device("cuda")
+    got = list(DevicePrefetcher(numbered(6), device))
+    assert [g["source"] for g in got] == [f"s{i}" for i in range(6)]
+    for i, g in enumerate(got):
+        images = g["support_images"]
+        assert images.is_cuda and images.dtype == torch.uint8
+        assert torch.equal(images.cpu(), torch.full((2, 4, 4, 3), i, dtype=torch.uint8))
+    assert not prefetch_threads()
