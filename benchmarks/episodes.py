@@ -26,7 +26,10 @@
    (N x episodes/s with 1): target >= 0.75 for MS 5, N 8. Also with the previous dispatch
    (every episode spread over every worker, `prefetch` episodes ahead) for comparison, and,
    decoding for real, the reader's own CPU per episode with N processes against inline
-   decoding (target <= 1/4).
+   decoding (target <= 1/4). `--emulate-stall-ms S` makes a share of the images
+   (`--emulate-stall-share`, 1%; the same images for both dispatches) sleep S ms longer, as
+   real decoding has stragglers: an episode spread over every worker waits for its slowest
+   share, and with few episodes in flight the other workers then idle.
 """
 
 from __future__ import annotations
@@ -376,7 +379,9 @@ def _previous_dispatch(reader: EpisodeReader) -> None:
     reader._processes().min_share = 1
 
 
-def emulated_reader(spec: DatasetSpec, processes: int, decode_ms: float) -> EpisodeReader:
+def emulated_reader(
+    spec: DatasetSpec, processes: int, decode_ms: float, stalls: tuple[float, float] = (0, 0)
+) -> EpisodeReader:
     reader = EpisodeReader(
         spec.root,
         "test",
@@ -387,6 +392,7 @@ def emulated_reader(spec: DatasetSpec, processes: int, decode_ms: float) -> Epis
         decoded_cache="never",
     )
     reader._emulate_decode_s = decode_ms / 1000  # benchmark hook: workers sleep per image
+    reader._emulate_stalls = (stalls[0], stalls[1] / 1000)  # (share of images, extra ms)
     return reader
 
 
@@ -400,14 +406,23 @@ def parent_cpu_per_episode(reader: EpisodeReader, episodes: int) -> float:
 
 
 def bench_emulated_scaling(
-    spec: DatasetSpec, decode_ms: float, processes: int, seconds: float
+    spec: DatasetSpec,
+    decode_ms: float,
+    processes: int,
+    seconds: float,
+    stalls: tuple[float, float] = (0.0, 0.0),
 ) -> dict:
     """Part 5 (see the module docstring)."""
-    out: dict = {"emulate_decode_ms": decode_ms, "decode_processes": processes}
+    out: dict = {
+        "emulate_decode_ms": decode_ms,
+        "decode_processes": processes,
+        "emulate_stall_share": stalls[0],
+        "emulate_stall_ms": stalls[1],
+    }
     for label, previous in (("", False), ("previous_dispatch_", True)):
         rates = {}
         for count in (1, processes):
-            with emulated_reader(spec, count, decode_ms) as reader:
+            with emulated_reader(spec, count, decode_ms, stalls) as reader:
                 if previous:
                     _previous_dispatch(reader)
                 rates[count] = _stream_rate(reader, seconds)
@@ -523,7 +538,13 @@ def report_lines(results: dict, threads: int) -> list[str]:
         n = e["decode_processes"]
         lines += [
             f"5. decode processes scaling, each image's decode a {e['emulate_decode_ms']:g} ms "
-            "sleep in the workers, fixed 5-way 5-shot 15-query episodes",
+            "sleep in the workers, fixed 5-way 5-shot 15-query episodes"
+            + (
+                f"; {100 * e['emulate_stall_share']:g}% of images stall "
+                f"{e['emulate_stall_ms']:g} ms more"
+                if e["emulate_stall_ms"] > 0
+                else ""
+            ),
             f"   1 process {e['one_process_episodes_per_s']:7.2f} episodes/s, {n} processes "
             f"{e['n_processes_episodes_per_s']:7.2f}: scaling_efficiency "
             f"{e['scaling_efficiency']:.2f}  (target >= 0.75)",
@@ -571,6 +592,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--decode-processes", type=int, default=8, help="part 5: processes against 1"
     )
+    parser.add_argument(
+        "--emulate-stall-ms",
+        type=float,
+        default=0.0,
+        help="part 5: a share of the images (--emulate-stall-share) sleeps this much longer",
+    )
+    parser.add_argument("--emulate-stall-share", type=float, default=0.01, help="part 5")
     parser.add_argument("--rss-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rss_child:
@@ -614,7 +642,11 @@ def main(argv: list[str] | None = None) -> int:
             results["cache"] = bench_cache(spec, args.seconds, args.threads)
         if "5" in parts:
             results["scaling"] = bench_emulated_scaling(
-                spec, args.emulate_decode_ms, args.decode_processes, args.seconds
+                spec,
+                args.emulate_decode_ms,
+                args.decode_processes,
+                args.seconds,
+                (args.emulate_stall_share, args.emulate_stall_ms),
             )
         if "3" in parts:
             results["sampler"] = bench_sampler(args.seconds)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import random
 import sys
 import threading
 import time
@@ -108,12 +109,16 @@ def worker_main(
     dtype: str = "uint8",
     float_range: tuple[float, float] = (0.0, 1.0),
     emulate_decode_s: float = 0.0,
+    emulate_stalls: tuple[float, float] = (0.0, 0.0),
 ) -> None:
     """Serve ("decode", ticket, segment name, bytes, source, rows bytes, total) until None.
 
     `emulate_decode_s` > 0 (benchmarks only: `benchmarks/episodes.py --emulate-decode-ms`)
     sleeps that long per image instead of decoding it, leaving its rows unwritten: a sleep
-    takes no CPU, so N workers on a 2-core machine scale as they would on N cores."""
+    takes no CPU, so N workers on a 2-core machine scale as they would on N cores.
+    `emulate_stalls` (share, seconds) stalls that share of the images (the same ones whatever
+    the dispatch: drawn from the episode and row) that much longer: the stragglers of real
+    decoding (a worker descheduled, a garbage collection, a cold page)."""
     readers: dict[str, RecordImages] = {}
     mapped: dict[str, mmap.mmap] = {}
     shape = (image_size, image_size, 3)
@@ -151,8 +156,10 @@ def worker_main(
                     )
                 rows = np.frombuffer(rows_bytes, np.int64).reshape(-1, 3).tolist()
                 if emulate_decode_s > 0:
-                    for _ in rows:
-                        time.sleep(emulate_decode_s)
+                    share, stall = emulate_stalls
+                    for row, _, _ in rows:
+                        draw = random.Random(ticket * 1_000_003 + row).random()
+                        time.sleep(emulate_decode_s + (stall if draw < share else 0.0))
                 elif images.dtype == np.uint8:
                     reader.decode_rows(rows, images)
                 else:  # decode this share, then scale it into place (rows are consecutive)
@@ -299,6 +306,7 @@ class DecodeProcessPool:
         float_range: tuple[float, float] = (0.0, 1.0),
         min_share: int = MIN_SHARE_IMAGES,
         emulate_decode_s: float = 0.0,
+        emulate_stalls: tuple[float, float] = (0.0, 0.0),
     ):
         if processes < 1:
             raise ReaderError(f"decode processes={processes}: expected >= 1")
@@ -318,6 +326,7 @@ class DecodeProcessPool:
         self._pending: deque[_Ticket] = deque()
         self.min_share = min_share
         self.emulate_decode_s = emulate_decode_s  # benchmarks only (see `worker_main`)
+        self.emulate_stalls = emulate_stalls
         self._queued_images = [0] * processes  # per worker: images sent, reply not yet read
         self._queued_shares = [0] * processes
         self._turn = 0  # the worker first in line among equally busy ones
@@ -346,6 +355,7 @@ class DecodeProcessPool:
                     self.dtype.str,
                     self.float_range,
                     self.emulate_decode_s,
+                    self.emulate_stalls,
                 ),
                 "episode-decode",
             )

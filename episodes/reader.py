@@ -233,6 +233,7 @@ class EpisodeReader:
         self._process_pool: DecodeProcessPool | None = None
         self._process_pool_pid: int | None = None
         self._emulate_decode_s = 0.0  # benchmarks only: workers sleep instead of decoding
+        self._emulate_stalls = (0.0, 0.0)  # ... and some images (share, seconds) longer
 
     def _largest_episode_bytes(self, config: Any) -> int:
         """Pixels of the largest episode `config` can give (sizes the shared memory needed)."""
@@ -317,6 +318,7 @@ class EpisodeReader:
                 dtype=self.dtype.str,
                 float_range=self.float_range,
                 emulate_decode_s=self._emulate_decode_s,
+                emulate_stalls=self._emulate_stalls,
             )
             self._process_pool_pid = os.getpid()
         return self._process_pool
