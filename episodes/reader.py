@@ -29,7 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from episodes.decode_processes import DecodeProcessPool, RecordSource, auto_decode_processes
+from episodes.decode_processes import (
+    BUSY_SHARES,
+    DecodeProcessPool,
+    RecordSource,
+    auto_decode_processes,
+)
 from episodes.description_prefetch import DescriptionPrefetcher
 from episodes.episode import Episode, EpisodeDescription, episode_labels
 from episodes.images.decoded_cache import DecodedCache, DecodedCacheError
@@ -466,13 +471,14 @@ class EpisodeReader:
     def _deepen(self, pending: deque[_InFlight]) -> bool:
         """Whether to start one more episode before handing out the oldest, beyond `prefetch`:
         while decode processes have idle workers (`DecodeProcessPool.hungry`), up to
-        `prefetch` + 2 per process in flight. Keeping N workers busy takes several episodes
-        in flight (each decoded by a few of them, `decode_processes.share_count`); with only
-        `prefetch` + 1, the rate stopped growing with N."""
+        `prefetch` + `BUSY_SHARES` per process in flight. Keeping N workers busy takes several
+        episodes in flight (each decoded by a few of them, `decode_processes.share_count`);
+        with only `prefetch` + 1, the rate stopped growing with N."""
         pool = self._process_pool
         if pool is None or pending[-1].ticket is None:
             return False
-        return len(pending) <= self.prefetch + 2 * self.decode_processes and pool.hungry()
+        most = self.prefetch + BUSY_SHARES * self.decode_processes
+        return len(pending) <= most and pool.hungry()
 
     def episodes(self, start: int = 0, count: int | None = None) -> Iterator[Episode]:
         """Episodes start, start+1, ... (`count` of them, or without end when None)."""

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from episodes.decode_processes import (
+    BUSY_SHARES,
     DecodeProcessError,
     check_shared_memory_room,
     share_count,
@@ -66,7 +67,9 @@ def test_process_decoding_equals_inline_decoding_byte_for_byte(toy):
         assert len(ours) >= 12  # episodes still held keep their own segments: none is reused
         for _ in workers.episodes(20, 30):  # each episode dropped before the next arrives
             ours |= {name.lstrip("/") for name in workers._process_pool._segments}
-        assert len(ours) <= 13 + workers.prefetch + 4  # 30 more episodes, a few segments
+        # 30 more episodes, a few segments: those in flight (up to BUSY_SHARES per worker
+        # while workers would idle) and the spares
+        assert len(ours) <= 13 + workers.prefetch + 4 + BUSY_SHARES * 2
         live = {name.lstrip("/") for name in workers._process_pool._segments}
         assert live <= segments()
         processes = list(workers._process_pool._processes)
@@ -349,7 +352,7 @@ def test_every_dispatch_gives_inline_bytes_in_order(toy, min_share):
     assert used == {0, 1, 2, 3}  # every worker decoded
     if min_share == 1000:  # one worker per episode: 4 workers need more than prefetch + 1
         assert max(depths) > workers.prefetch + 1
-    assert max(depths) <= workers.prefetch + 1 + 2 * 4
+    assert max(depths) <= workers.prefetch + 1 + BUSY_SHARES * 4
 
 
 def test_shares_go_to_the_least_busy_workers_in_turn(toy):
@@ -358,11 +361,13 @@ def test_shares_go_to_the_least_busy_workers_in_turn(toy):
     rows = [(0, 6, 0), (1, 6, 1)]
     with pool_reader:
         pool = pool_reader._processes()
-        tickets = [pool.submit("toy", rows, 2) for _ in range(6)]  # 2 images: one share each
-        assert [t.workers[0][0] for t in tickets] == [0, 1, 2, 0, 1, 2]
-        assert pool._queued_shares == [2, 2, 2] and not pool.hungry()
+        count = 3 * BUSY_SHARES  # 2 images: one share each
+        tickets = [pool.submit("toy", rows, 2) for _ in range(count)]
+        assert [t.workers[0][0] for t in tickets] == [0, 1, 2] * BUSY_SHARES
+        assert pool._queued_shares == [BUSY_SHARES] * 3 and not pool.hungry()
         first = pool.collect(tickets[0]).copy()
-        assert pool._queued_shares == [1, 2, 2] and pool.hungry()
+        assert pool._queued_shares == [BUSY_SHARES - 1, BUSY_SHARES, BUSY_SHARES]
+        assert pool.hungry()
         assert pool.submit("toy", rows, 2).workers[0][0] == 0  # the least busy one
         for ticket in tickets[1:]:
             assert np.array_equal(pool.collect(ticket), first)  # same rows, same pixels
