@@ -41,5 +41,8 @@ setup(
         # Object storage through Beam's FileSystems: s3:// needs boto3, gs:// Beam's GCP extra.
         "s3": ["boto3>=1.34"],
         "gcs": ["apache-beam[gcp]>=2.60"],
+        # GPU JPEG decoding (decode_device="cuda"): the torchvision built for the CUDA torch
+        # installed (BUILD.md, GPU install); NVML for the feed benchmark's GPU utilisation.
+        "gpu": ["torchvision>=0.18", "nvidia-ml-py>=12"],
     },
 )

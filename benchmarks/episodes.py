@@ -19,6 +19,17 @@
    (target >= 5,000).
 4. Peak RSS of a process reading variable episodes over the ILSVRC spec's 1,000 classes
    (synthetic 128x128 JPEG records, 20 per class): target under 500 MB.
+5. Decode processes scaling (`--emulate-decode-ms MS --decode-processes N`, only this part):
+   on part 1's records, fixed 5-way 5-shot 15-query episodes (100 images) with each image's
+   decode replaced in the workers by a sleep of MS ms (a sleep takes no CPU, so N processes on
+   2 cores scale as on N cores). scaling_efficiency = (episodes/s with N processes) /
+   (N x episodes/s with 1): target >= 0.75 for MS 5, N 8. Also with the previous dispatch
+   (every episode spread over every worker, `prefetch` episodes ahead) for comparison, and,
+   decoding for real, the reader's own CPU per episode with N processes against inline
+   decoding (target <= 1/4). `--emulate-stall-ms S` makes a share of the images
+   (`--emulate-stall-share`, 1%; the same images for both dispatches) sleep S ms longer, as
+   real decoding has stragglers: an episode spread over every worker waits for its slowest
+   share, and with few episodes in flight the other workers then idle.
 """
 
 from __future__ import annotations
@@ -346,6 +357,96 @@ def bench_rss(workdir: Path, episodes: int) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def _stream_rate(reader: EpisodeReader, seconds: float, warm: int = 2) -> float:
+    """Episodes/s of one endless stream once `warm` episodes arrived (the pipeline full)."""
+    stream = reader.episodes(0, None)
+    for _ in range(warm):
+        next(stream)
+    t0 = time.perf_counter()
+    done = 0
+    while done < 4 or time.perf_counter() - t0 < seconds:
+        next(stream)
+        done += 1
+    took = time.perf_counter() - t0
+    stream.close()
+    return done / took
+
+
+def _previous_dispatch(reader: EpisodeReader) -> None:
+    """Make `reader` dispatch as before this change: every episode cut into one share per
+    worker, and only `prefetch` episodes ahead (the ~59 episodes/s plateau of issue 21)."""
+    reader._deepen = lambda pending: False
+    reader._processes().min_share = 1
+
+
+def emulated_reader(
+    spec: DatasetSpec, processes: int, decode_ms: float, stalls: tuple[float, float] = (0, 0)
+) -> EpisodeReader:
+    reader = EpisodeReader(
+        spec.root,
+        "test",
+        SamplerConfig.fixed(),
+        0,
+        num_threads=0,
+        decode_processes=processes,
+        decoded_cache="never",
+    )
+    reader._emulate_decode_s = decode_ms / 1000  # benchmark hook: workers sleep per image
+    reader._emulate_stalls = (stalls[0], stalls[1] / 1000)  # (share of images, extra ms)
+    return reader
+
+
+def parent_cpu_per_episode(reader: EpisodeReader, episodes: int) -> float:
+    """CPU seconds this process (every thread, not the workers) spends per episode."""
+    list(reader.episodes(50_000, 3))  # warm-up: workers, page cache
+    c0 = time.process_time()
+    for _ in reader.episodes(0, episodes):
+        pass
+    return (time.process_time() - c0) / episodes
+
+
+def bench_emulated_scaling(
+    spec: DatasetSpec,
+    decode_ms: float,
+    processes: int,
+    seconds: float,
+    stalls: tuple[float, float] = (0.0, 0.0),
+) -> dict:
+    """Part 5 (see the module docstring)."""
+    out: dict = {
+        "emulate_decode_ms": decode_ms,
+        "decode_processes": processes,
+        "emulate_stall_share": stalls[0],
+        "emulate_stall_ms": stalls[1],
+    }
+    for label, previous in (("", False), ("previous_dispatch_", True)):
+        rates = {}
+        for count in (1, processes):
+            with emulated_reader(spec, count, decode_ms, stalls) as reader:
+                if previous:
+                    _previous_dispatch(reader)
+                rates[count] = _stream_rate(reader, seconds)
+        out[f"{label}one_process_episodes_per_s"] = rates[1]
+        out[f"{label}n_processes_episodes_per_s"] = rates[processes]
+        out[f"{label}scaling_efficiency"] = rates[processes] / (processes * rates[1])
+    episodes = 40
+    for name, count in (("inline", 0), ("processes", processes)):
+        with EpisodeReader(
+            spec.root,
+            "test",
+            SamplerConfig.fixed(),
+            0,
+            num_threads=0,
+            decode_processes=count,
+            decoded_cache="never",
+        ) as reader:
+            out[f"parent_cpu_s_per_episode_{name}"] = parent_cpu_per_episode(reader, episodes)
+    out["parent_cpu_ratio_processes_to_inline"] = (
+        out["parent_cpu_s_per_episode_processes"] / out["parent_cpu_s_per_episode_inline"]
+    )
+    return out
+
+
 def _spin(n: int) -> None:
     x = 0
     for i in range(n):
@@ -432,6 +533,29 @@ def report_lines(results: dict, threads: int) -> list[str]:
             f"   test split       {s['ilsvrc_test_descriptions_per_s']:7.0f} "
             f"({s['ilsvrc_test_median_descriptions_per_s']:5.0f})",
         ]
+    if "scaling" in results:
+        e = results["scaling"]
+        n = e["decode_processes"]
+        lines += [
+            f"5. decode processes scaling, each image's decode a {e['emulate_decode_ms']:g} ms "
+            "sleep in the workers, fixed 5-way 5-shot 15-query episodes"
+            + (
+                f"; {100 * e['emulate_stall_share']:g}% of images stall "
+                f"{e['emulate_stall_ms']:g} ms more"
+                if e["emulate_stall_ms"] > 0
+                else ""
+            ),
+            f"   1 process {e['one_process_episodes_per_s']:7.2f} episodes/s, {n} processes "
+            f"{e['n_processes_episodes_per_s']:7.2f}: scaling_efficiency "
+            f"{e['scaling_efficiency']:.2f}  (target >= 0.75)",
+            f"   previous dispatch (every episode over every worker): "
+            f"{e['previous_dispatch_n_processes_episodes_per_s']:7.2f} episodes/s, "
+            f"efficiency {e['previous_dispatch_scaling_efficiency']:.2f}",
+            f"   decoding for real, this process's CPU per episode: inline "
+            f"{1000 * e['parent_cpu_s_per_episode_inline']:.1f} ms, {n} processes "
+            f"{1000 * e['parent_cpu_s_per_episode_processes']:.1f} ms: ratio "
+            f"{e['parent_cpu_ratio_processes_to_inline']:.3f}  (target <= 0.25)",
+        ]
     if "rss" in results:
         r = results["rss"]
         lines += [
@@ -460,16 +584,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-episodes", type=int, default=10, help="part 0: episodes/round")
     parser.add_argument("--rss-episodes", type=int, default=300)
     parser.add_argument("--json", help="also write the numbers to this JSON file")
+    parser.add_argument(
+        "--emulate-decode-ms",
+        type=float,
+        help="part 5: workers sleep this many ms per image instead of decoding (only part 5)",
+    )
+    parser.add_argument(
+        "--decode-processes", type=int, default=8, help="part 5: processes against 1"
+    )
+    parser.add_argument(
+        "--emulate-stall-ms",
+        type=float,
+        default=0.0,
+        help="part 5: a share of the images (--emulate-stall-share) sleeps this much longer",
+    )
+    parser.add_argument("--emulate-stall-share", type=float, default=0.01, help="part 5")
     parser.add_argument("--rss-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rss_child:
         rss_child(args.rss_child, args.rss_episodes)
         return 0
+    if args.emulate_decode_ms is not None:
+        if args.emulate_decode_ms <= 0 or args.decode_processes < 2:
+            parser.error("--emulate-decode-ms must be > 0 and --decode-processes >= 2")
+        args.parts = args.parts or "5"
     if args.parts is None:
         args.parts = "0" if args.records else "0,1,2,3,4"
     parts = {p.strip() for p in args.parts.split(",")}
-    if not parts <= {"0", "1", "2", "3", "4"}:
-        parser.error(f"--parts {args.parts!r}: expected a comma list of 0, 1, 2, 3, 4")
+    if not parts <= {"0", "1", "2", "3", "4", "5"}:
+        parser.error(f"--parts {args.parts!r}: expected a comma list of 0, 1, 2, 3, 4, 5")
+    if "5" in parts and args.emulate_decode_ms is None:
+        parser.error("part 5 needs --emulate-decode-ms MS")
     if args.records and not Path(args.records).is_dir():
         parser.error(f"--records {args.records}: not a folder")
     results: dict = {
@@ -488,19 +633,30 @@ def main(argv: list[str] | None = None) -> int:
             results["reference"] = compare(
                 records, args.split, args.threads, args.rounds, args.round_episodes
             )
-        if parts & {"1", "2"}:
+        if parts & {"1", "2", "5"}:
             print("writing 50 classes x 100 JPEG 84x84 records ...", flush=True)
             spec = make_flat_dataset(workdir / "jpeg")
         if "1" in parts:
             results["jpeg"] = bench_jpeg(spec, args.seconds, args.threads)
         if "2" in parts:
             results["cache"] = bench_cache(spec, args.seconds, args.threads)
+        if "5" in parts:
+            results["scaling"] = bench_emulated_scaling(
+                spec,
+                args.emulate_decode_ms,
+                args.decode_processes,
+                args.seconds,
+                (args.emulate_stall_share, args.emulate_stall_ms),
+            )
         if "3" in parts:
             results["sampler"] = bench_sampler(args.seconds)
         if "4" in parts:
             print("writing synthetic records for the ILSVRC spec's 1,000 classes ...", flush=True)
             results["rss"] = bench_rss(workdir, args.rss_episodes)
     results["load_average_at_end"] = os.getloadavg()[0]
+    if "scaling" in results:  # the issue's names, at the top of --json's file
+        for key in ("scaling_efficiency", "parent_cpu_ratio_processes_to_inline"):
+            results[key] = results["scaling"][key]
     print("\n".join(report_lines(results, args.threads)))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")

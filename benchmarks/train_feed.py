@@ -18,6 +18,12 @@ Reported per mode: the share of the loop's wall time spent waiting for the next 
 the checkpoint), the step time, and the loading rate alone. Modes run interleaved, `--rounds`
 times; the tables give ranges over rounds (the machine may be shared).
 Target: waiting < 5% of step time wherever the loading rate exceeds the step rate.
+3. A scaling table (`--scaling-max N`, default: this machine's usable cores): the loading rate
+   alone with 1..N decode processes and 1..N DataLoader workers, against inline reading.
+On CUDA, the GPU's mean utilisation during each real-backbone run (NVML through `pynvml`
+when installed, else `nvidia-smi`) is reported next to the wait share, and `--decode-device
+cuda` adds GPU JPEG decoding's loading rate and its pixels' mean and max |difference| from
+the reference decoder's on the same episodes.
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ import functools  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
+import subprocess  # noqa: E402
 import tempfile  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass, replace  # noqa: E402
 from typing import Any  # noqa: E402
@@ -70,6 +78,69 @@ class Mode:
     @property
     def background(self) -> bool:
         return self.loader_workers > 0 or self.decode_processes > 0
+
+
+class GpuUtilisation:
+    """Mean utilisation (%) of a CUDA device, sampled every `period` s in a thread while in a
+    `with` block: NVML through `pynvml` (nvidia-ml-py) when installed, else `nvidia-smi`.
+    `mean` is None off CUDA, or where neither is at hand."""
+
+    def __init__(self, device: torch.device, period: float = 0.2):
+        self.device = device
+        self.period = period
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._read = self._reader() if device.type == "cuda" else None
+
+    def _reader(self):
+        index = self.device.index if self.device.index is not None else 0
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            return lambda: float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        except Exception:  # no pynvml, or no NVML library: try nvidia-smi
+            pass
+        command = [
+            "nvidia-smi",
+            "--query-gpu=utilization.gpu",
+            "--format=csv,noheader,nounits",
+            f"--id={index}",
+        ]
+
+        def smi() -> float:
+            out = subprocess.run(command, capture_output=True, text=True, timeout=5, check=True)
+            return float(out.stdout.strip().splitlines()[0])
+
+        try:
+            smi()
+        except Exception:
+            return None
+        return smi
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.period):
+            try:
+                self.samples.append(self._read())
+            except Exception:
+                return
+
+    def __enter__(self) -> GpuUtilisation:
+        if self._read is not None:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def mean(self) -> float | None:
+        return float(np.mean(self.samples)) if self.samples else None
 
 
 def make_datasets(
@@ -120,10 +191,12 @@ def shares(result: LoopResult) -> dict:
 
 
 def train_once(args: argparse.Namespace, dataset: Path, mode: Mode, out: Path) -> dict:
-    """One short run of the real backbone through `learners.train.train`."""
-    result = train(run_config(args, dataset, mode), str(out), args.device, progress=False)
+    """One short run of the real backbone through `learners.train.train` (and the GPU's mean
+    utilisation meanwhile, on CUDA)."""
+    with GpuUtilisation(torch.device(args.device)) as gpu:
+        result = train(run_config(args, dataset, mode), str(out), args.device, progress=False)
     shutil.rmtree(out)
-    return shares(result)
+    return {**shares(result), "gpu_utilisation": gpu.mean}
 
 
 class StandInStep(ProtoNet):
@@ -179,6 +252,82 @@ def loading_rate(
     finally:
         source.close()
     return args.rate_episodes / took
+
+
+def scaling_counts(most: int) -> list[int]:
+    """1..most in the steps a table can show: 1, 2, 4, 6, 8, 12, 16, 24, 32 and `most`."""
+    return sorted({c for c in (1, 2, 4, 6, 8, 12, 16, 24, 32) if c <= most} | {most})
+
+
+def scaling_table(args: argparse.Namespace, dataset: Path, device: torch.device) -> dict:
+    """Loading rate alone of inline reading, and of 1..N decode processes and loader workers."""
+    out: dict = {"inline": loading_rate(args, dataset, Mode("inline", "records"), device)}
+    for count in scaling_counts(args.scaling_max):
+        print(f"scaling: {count} processes / workers", flush=True)
+        for kind, mode in (
+            ("decode_processes", Mode("d", "records", decode_processes=count)),
+            ("loader_workers", Mode("w", "records", loader_workers=count)),
+        ):
+            out.setdefault(kind, {})[str(count)] = loading_rate(args, dataset, mode, device)
+    return out
+
+
+class GpuDecodedSource:
+    """Episodes of a dataset folder decoded on the GPU (`EpisodeReader(decode_device="cuda")`),
+    with the items interface of `learners.episode_source`."""
+
+    random_access = True
+
+    def __init__(self, dataset: Path, options: Any, decode_device: str = "cuda"):
+        from episodes import EpisodeReader, SamplerConfig
+
+        config = SamplerConfig.fixed(options.ways, options.shots, options.query)
+        self.reader = EpisodeReader(
+            dataset, "train", config, 0, image_size=IMAGE_SIZE, decode_device=decode_device
+        )
+
+    def items(self, indices):
+        return self.reader.read_many(self.reader.describe(i) for i in indices)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def gpu_decode_numbers(args: argparse.Namespace, dataset: Path, device: torch.device) -> dict:
+    """GPU decoding: its loading rate alone, and its pixels against the reference decoder's
+    on the same episodes (mean and max |difference|, in 0..255 levels)."""
+    from episodes import EpisodeReader, SamplerConfig
+
+    options = episode_options(args)
+    source = GpuDecodedSource(dataset, options)
+    try:
+        items = feed(source, lambda: source, 0, FeedConfig(0), device)
+        next(items)
+        t0 = time.perf_counter()
+        for _ in range(args.rate_episodes):
+            next(items)
+        rate = args.rate_episodes / (time.perf_counter() - t0)
+        items.close()
+        config = SamplerConfig.fixed(options.ways, options.shots, options.query)
+        with EpisodeReader(
+            dataset, "train", config, 0, image_size=IMAGE_SIZE, decode_processes=0
+        ) as reference:
+            diffs = []
+            for a, b in zip(reference.episodes(0, 4), source.reader.episodes(0, 4)):
+                for x, y in (
+                    (a.support_images, b.support_images),
+                    (a.query_images, b.query_images),
+                ):
+                    diffs.append(np.abs(y.cpu().numpy().astype(np.int16) - x).ravel())
+        diff = np.concatenate(diffs)
+    finally:
+        source.close()
+    return {
+        "loading_rate": rate,
+        "mean_abs_diff": float(diff.mean()),
+        "max_abs_diff": int(diff.max()),
+        "share_equal": float(np.mean(diff == 0)),
+    }
 
 
 def compute_only_step(args: argparse.Namespace, device: torch.device) -> float:
@@ -243,6 +392,10 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict:
             entry["backbone"].append(train_once(args, dataset, mode, workdir / "run"))
             if args.stand_in_ms > 0:
                 entry["stand_in"].append(stand_in_once(args, dataset, mode, workdir / "run"))
+    if args.scaling_max > 0:
+        results["scaling"] = scaling_table(args, datasets["records"], device)
+    if args.decode_device == "cuda":
+        results["gpu_decode"] = gpu_decode_numbers(args, datasets["records"], device)
     results["load_average_at_end"] = os.getloadavg()[0]
     return results
 
@@ -253,13 +406,17 @@ def _range(values: list[float], fmt: str) -> str:
 
 
 def table(results: dict, kind: str, title: str) -> list[str]:
+    gpu = any(
+        r.get("gpu_utilisation") is not None for e in results["modes"].values() for r in e[kind]
+    )
     lines = [
         "",
         title,
         "",
         "| loading | waiting for data (share of wall time) | step s, median | "
-        "first-step wait s | loading alone, episodes/s | loading rate / step rate |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "first-step wait s | loading alone, episodes/s | loading rate / step rate |"
+        + (" GPU utilisation, mean |" if gpu else ""),
+        "| --- | --- | --- | --- | --- | --- |" + (" --- |" if gpu else ""),
     ]
     for name, entry in results["modes"].items():
         runs = entry[kind]
@@ -267,12 +424,44 @@ def table(results: dict, kind: str, title: str) -> list[str]:
             return []
         steps = [r["step_s"] for r in runs]
         rates = entry["loading_rate"]
+        busy = [r["gpu_utilisation"] for r in runs if r.get("gpu_utilisation") is not None]
         lines.append(
             f"| {name} | {_range([100 * r['wait_share'] for r in runs], '.1f')}% | "
             f"{np.median(steps):.3f} | {_range([r['first_wait_s'] for r in runs], '.2f')} | "
             f"{_range(rates, '.0f')} | "
             f"{_range([rate * step for rate, step in zip(rates, steps)], '.1f')} |"
+            + ((f" {_range(busy, '.0f')}% |" if busy else " - |") if gpu else "")
         )
+    return lines
+
+
+def scaling_lines(results: dict) -> list[str]:
+    scaling = results.get("scaling")
+    if not scaling:
+        return []
+    inline = scaling["inline"]
+    lines = [
+        "",
+        f"3. loading alone, episodes/s (ratio to inline reading, {inline:.1f} episodes/s), "
+        f"on {results['cpus']} CPUs",
+        "",
+        "| processes / workers | decode processes | DataLoader workers |",
+        "| --- | --- | --- |",
+    ]
+    for count, rate in scaling["decode_processes"].items():
+        workers = scaling["loader_workers"][count]
+        lines.append(
+            f"| {count} | {rate:.1f} ({rate / inline:.2f}x) | {workers:.1f} "
+            f"({workers / inline:.2f}x) |"
+        )
+    gpu = results.get("gpu_decode")
+    if gpu:
+        lines += [
+            "",
+            f"GPU JPEG decoding (--decode-device cuda): {gpu['loading_rate']:.1f} episodes/s; "
+            f"pixels against the reference decoder: mean |diff| {gpu['mean_abs_diff']:.3f}, "
+            f"max |diff| {gpu['max_abs_diff']}, equal {100 * gpu['share_equal']:.1f}%",
+        ]
     return lines
 
 
@@ -300,6 +489,7 @@ def report_lines(results: dict) -> list[str]:
         f"2. a stand-in accelerator step: the host converts the episode, then idles "
         f"{results['stand_in_ms']:.0f} ms; {results['stand_in_steps']} steps a run",
     )
+    lines += scaling_lines(results)
     return lines
 
 
@@ -321,12 +511,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers")
     parser.add_argument("--decode-processes", type=int, default=2)
     parser.add_argument("--rate-episodes", type=int, default=8, help="episodes per rate")
+    parser.add_argument(
+        "--scaling-max",
+        type=int,
+        default=None,
+        help="scaling table up to N processes / workers (default: usable cores; 0: none)",
+    )
+    parser.add_argument(
+        "--decode-device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda: also measure GPU JPEG decoding (rate, pixel differences)",
+    )
     parser.add_argument("--json", help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
     if min(args.steps, args.stand_in_steps) < 4 or args.rounds < 1:
         parser.error("--steps and --stand-in-steps must be >= 4, --rounds >= 1")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: CUDA is not available on this machine")
+    if args.scaling_max is None:
+        args.scaling_max = len(os.sched_getaffinity(0))
+    if args.decode_device == "cuda":
+        from episodes.images.gpu_decode import gpu_decode_problem
+
+        why_not = gpu_decode_problem(args.device if args.device.startswith("cuda") else "cuda")
+        if why_not is not None:
+            parser.error(f"--decode-device cuda: {why_not}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_train_feed_") as tmp:
         results = measure(args, Path(tmp))

@@ -5,7 +5,11 @@ images (84x84 JPEGs: about half of each decode) contend for it and barely beat o
 processes do not. Each worker opens its own readers of the same record files (indexes are
 loaded, or built, by the parent first, so workers only read them) and decodes its share of an
 episode's rows straight into a shared-memory segment (`episodes.util.shared_segments`), which the
-parent then lends to the caller as the episode's array, without a copy. A segment is used again
+parent then lends to the caller as the episode's array, without a copy. Shares are large (at
+least `MIN_SHARE_IMAGES`, whole episodes where need be) and go to the least busy workers, and the
+reader keeps enough episodes in flight that every worker has `BUSY_SHARES` queued: spreading
+each episode over every worker with only `prefetch` episodes ahead made N workers wait on each
+episode's slowest share, a plateau near 59 episodes/s however many (issue 21). A segment is used again
 only once nothing references its mapping any more (the caller dropped every array over it), so
 arrays handed out never alias memory that workers write again; a training loop that drops each
 episode keeps reusing the same few segments, whose pages stay mapped in every process.
@@ -20,8 +24,10 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import random
 import sys
 import threading
+import time
 import warnings
 import weakref
 from collections import deque
@@ -74,6 +80,25 @@ class RecordSource:
     max_open_files: int = 64
 
 
+MIN_SHARE_IMAGES = 16  # an episode is cut into shares of at least this many images
+# The pipeline deepens while a worker holds fewer shares than this: enough queued work to ride
+# out a straggling share of the oldest episode (with 2, 12 emulated workers still plateaued
+# when 1% of images stalled 30 ms; with 4 they kept scaling: README, decode processes).
+BUSY_SHARES = 4
+IN_FLIGHT_BYTES = 256 << 20  # ... and while the episodes in flight take less than this
+
+
+def share_count(total: int, processes: int, min_share: int = MIN_SHARE_IMAGES) -> int:
+    """How many workers decode an episode of `total` images: the largest divisor of
+    `processes` that leaves shares of at least `min_share` images (1: the whole episode to one
+    worker). Small shares cost a round trip each for little work, and an episode spread over
+    every worker is done only when its slowest share is; a divisor spreads consecutive
+    episodes evenly over the workers, while several episodes are decoded at once
+    (`DecodeProcessPool.hungry`)."""
+    most = max(1, min(processes, total // max(1, min_share)))
+    return max(d for d in range(1, most + 1) if processes % d == 0)
+
+
 def split_rows(rows: np.ndarray, parts: int) -> list[np.ndarray]:
     """`rows` cut into at most `parts` contiguous pieces of nearly equal length (none empty)."""
     parts = max(1, min(parts, len(rows)))
@@ -90,8 +115,17 @@ def worker_main(
     resize: str,
     dtype: str = "uint8",
     float_range: tuple[float, float] = (0.0, 1.0),
+    emulate_decode_s: float = 0.0,
+    emulate_stalls: tuple[float, float] = (0.0, 0.0),
 ) -> None:
-    """Serve ("decode", ticket, segment name, bytes, source, rows bytes, total) until None."""
+    """Serve ("decode", ticket, segment name, bytes, source, rows bytes, total) until None.
+
+    `emulate_decode_s` > 0 (benchmarks only: `benchmarks/episodes.py --emulate-decode-ms`)
+    sleeps that long per image instead of decoding it, leaving its rows unwritten: a sleep
+    takes no CPU, so N workers on a 2-core machine scale as they would on N cores.
+    `emulate_stalls` (share, seconds) stalls that share of the images (the same ones whatever
+    the dispatch: drawn from the episode and row) that much longer: the stragglers of real
+    decoding (a worker descheduled, a garbage collection, a cold page)."""
     readers: dict[str, RecordImages] = {}
     mapped: dict[str, mmap.mmap] = {}
     shape = (image_size, image_size, 3)
@@ -128,7 +162,12 @@ def worker_main(
                         resize,
                     )
                 rows = np.frombuffer(rows_bytes, np.int64).reshape(-1, 3).tolist()
-                if images.dtype == np.uint8:
+                if emulate_decode_s > 0:
+                    share, stall = emulate_stalls
+                    for row, _, _ in rows:
+                        draw = random.Random(ticket * 1_000_003 + row).random()
+                        time.sleep(emulate_decode_s + (stall if draw < share else 0.0))
+                elif images.dtype == np.uint8:
                     reader.decode_rows(rows, images)
                 else:  # decode this share, then scale it into place (rows are consecutive)
                     first = rows[0][0] if rows else 0
@@ -217,7 +256,7 @@ class _Ticket:
     number: int
     segment: _Segment
     total: int
-    workers: list[int]  # worker positions that hold a share of this episode
+    workers: list[tuple[int, int]]  # (worker position, images) of each share of this episode
     discarded: bool = False
     error: Exception | None = None
     done: bool = False
@@ -256,7 +295,10 @@ class DecodeProcessPool:
     episode arrays. `submit` hands out an episode's rows and returns a ticket; `collect` waits
     for it and returns the (total, S, S, 3) pixels: uint8, or `dtype` floats scaled onto
     `float_range` by the workers (`image_decode.scale_images`: the same bits). Tickets complete
-    in submission order.
+    in submission order. An episode goes, in `share_count` contiguous shares, to the workers
+    with the fewest images still to decode; each worker serves its shares first come, first
+    served, so its replies arrive in submission order too. `hungry` says when the caller should
+    submit more episodes before collecting one, so that every worker has work queued.
     """
 
     def __init__(
@@ -269,6 +311,9 @@ class DecodeProcessPool:
         spare_segments: int = 4,
         dtype: str = "uint8",
         float_range: tuple[float, float] = (0.0, 1.0),
+        min_share: int = MIN_SHARE_IMAGES,
+        emulate_decode_s: float = 0.0,
+        emulate_stalls: tuple[float, float] = (0.0, 0.0),
     ):
         if processes < 1:
             raise ReaderError(f"decode processes={processes}: expected >= 1")
@@ -286,6 +331,12 @@ class DecodeProcessPool:
         self._lent: list[_Segment] = []  # handed out as episode arrays
         self._segments: set[str] = set()  # names of segments created and not yet unlinked
         self._pending: deque[_Ticket] = deque()
+        self.min_share = min_share
+        self.emulate_decode_s = emulate_decode_s  # benchmarks only (see `worker_main`)
+        self.emulate_stalls = emulate_stalls
+        self._queued_images = [0] * processes  # per worker: images sent, reply not yet read
+        self._queued_shares = [0] * processes
+        self._turn = 0  # the worker first in line among equally busy ones
         self._numbers = itertools.count()
         self._broken: DecodeProcessError | None = None
         self._lock = threading.Lock()
@@ -304,7 +355,15 @@ class DecodeProcessPool:
         for _ in range(self.num_processes):
             process = WorkerProcess(
                 f"{__name__}:worker_main",
-                (self.sources, self.image_size, self.resize, self.dtype.str, self.float_range),
+                (
+                    self.sources,
+                    self.image_size,
+                    self.resize,
+                    self.dtype.str,
+                    self.float_range,
+                    self.emulate_decode_s,
+                    self.emulate_stalls,
+                ),
                 "episode-decode",
             )
             self._processes.append(process)
@@ -355,23 +414,47 @@ class DecodeProcessPool:
             array = np.asarray(rows, dtype=np.int64).reshape(-1, 3)
             ticket = _Ticket(next(self._numbers), segment, total, [])
             self._pending.append(ticket)
-            for position, piece in enumerate(split_rows(array, self.num_processes)):
+            pieces = split_rows(array, share_count(len(array), self.num_processes, self.min_share))
+            for position, piece in zip(self._least_busy(len(pieces)), pieces):
                 message = ("decode", ticket.number, segment.name, segment.nbytes, source)
                 try:
                     self._connections[position].send((*message, piece.tobytes(), total))
                 except OSError:  # a broken pipe: the worker is gone
                     raise self._worker_died(position) from None
-                ticket.workers.append(position)
+                ticket.workers.append((position, len(piece)))
+                self._queued_images[position] += len(piece)
+                self._queued_shares[position] += 1
             return ticket
+
+    def _least_busy(self, count: int) -> list[int]:
+        """`count` distinct worker positions with the fewest images queued, ties taken in
+        turn (so that every worker gets work, and each one's files stay warm alike)."""
+        n, turn = self.num_processes, self._turn
+        order = sorted(range(n), key=lambda w: (self._queued_images[w], (w - turn) % n))
+        self._turn = (turn + count) % n
+        return order[:count]
+
+    def hungry(self) -> bool:
+        """Whether a worker holds fewer than `BUSY_SHARES` shares and another episode would fit
+        in memory: the caller should then submit one more before collecting."""
+        if min(self._queued_shares) >= BUSY_SHARES:
+            return False
+        in_flight = sum(t.segment.nbytes for t in self._pending)
+        if in_flight + self.segment_bytes > IN_FLIGHT_BYTES:
+            return False
+        free = shared_memory_free()
+        return free is None or free > 4 * max(self.segment_bytes, 1)
 
     def _receive(self, ticket: _Ticket) -> None:
         """Read every worker's reply to `ticket` (which is the oldest pending one)."""
-        for position in ticket.workers:
+        for position, count in ticket.workers:
             conn = self._connections[position]
             try:
                 reply = conn.recv()
             except (EOFError, OSError):
                 raise self._worker_died(position) from None
+            self._queued_images[position] -= count
+            self._queued_shares[position] -= 1
             if reply[1] != ticket.number:  # pragma: no cover - protocol invariant
                 raise DecodeProcessError(
                     f"decode worker replied to episode {reply[1]}, expected {ticket.number}"

@@ -29,7 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from episodes.decode_processes import DecodeProcessPool, RecordSource, auto_decode_processes
+from episodes.decode_processes import (
+    BUSY_SHARES,
+    DecodeProcessPool,
+    RecordSource,
+    auto_decode_processes,
+)
 from episodes.description_prefetch import DescriptionPrefetcher
 from episodes.episode import Episode, EpisodeDescription, episode_labels
 from episodes.images.decoded_cache import DecodedCache, DecodedCacheError
@@ -52,6 +57,7 @@ from episodes.sampler_factory import load_dataset, make_sampler
 
 DTYPES = {"uint8": np.uint8, "float32": np.float32}
 CACHE_MODES = ("auto", "always", "never")
+DECODE_DEVICES = ("cpu", "cuda")  # cuda: opt-in nvJPEG decoding (`episodes.images.gpu_decode`)
 POOL_GATHER_BYTES = 8 << 20  # decoded-cache episodes smaller than this are copied inline
 
 
@@ -100,7 +106,10 @@ class EpisodeReader:
     DataLoader worker, or with too little /dev/shm, each said in one `ReaderNote` line), and 0
     decodes in the calling thread and its pool. Decoded-cache reads stay in the calling thread.
     `resize` is "reference" (Meta-Dataset's TF bilinear, align_corners; the default) or
-    "antialias" (`episodes.images.image_decode`).
+    "antialias" (`episodes.images.image_decode`). `decode_device="cuda"` (opt-in) decodes
+    JPEG records with nvJPEG and resizes them on the GPU (`episodes.images.gpu_decode`): the
+    episode's images are then uint8 CUDA tensors, and their pixels differ slightly from the
+    reference decoder's (README: GPU decoding).
     `sampler_process=True` computes the descriptions of `episodes()` streams ahead in a helper
     process, leaving the calling thread only the copying (worth it for long streams from the
     decoded cache, where sampling is a third of the time; starting the helper takes ~0.3 s).
@@ -121,6 +130,7 @@ class EpisodeReader:
         float_range: tuple[float, float] = (0.0, 1.0),
         num_threads: int = 2,
         decode_processes: int | None = None,
+        decode_device: str = "cpu",
         resize: str = DEFAULT_RESIZE,
         sampler_process: bool = False,
         prefetch: int = 2,
@@ -158,6 +168,18 @@ class EpisodeReader:
         ):
             if not isinstance(value, int) or value < 0:
                 raise ReaderError(f"{name}={value!r}: expected an integer >= 0")
+        if decode_device not in DECODE_DEVICES:
+            raise ReaderError(f"decode_device={decode_device!r}: expected one of {DECODE_DEVICES}")
+        if decode_device != "cpu" and str(np.dtype(dtype)) != "uint8":
+            raise ReaderError(
+                f"decode_device={decode_device!r} gives uint8 images; got dtype={dtype!r} "
+                "(scale on the device instead)"
+            )
+        if decode_device != "cpu" and resize != "reference":
+            raise ReaderError(
+                f"decode_device={decode_device!r} resizes like the reference; resize={resize!r} "
+                "is decoded on the CPU only"
+            )
         if decoded_cache not in CACHE_MODES:
             raise ReaderError(f"decoded_cache={decoded_cache!r}: expected one of {CACHE_MODES}")
         if split_file is not None and len(dataset_dirs) != 1:
@@ -197,17 +219,30 @@ class EpisodeReader:
         self.sampler = sampler
         self._episode_bytes = self._largest_episode_bytes(config)
         if decode_processes is None:  # one per core, unless nothing is decoded at all
-            decodes = any(s.cache is None for s in self._sources.values())
+            decodes = decode_device == "cpu" and any(
+                s.cache is None for s in self._sources.values()
+            )
             decode_processes = (
                 auto_decode_processes(self._episode_bytes, prefetch) if decodes else 0
             )
         self.decode_processes = decode_processes
+        self.decode_device = decode_device
+        self._gpu_decoder = None
+        if decode_device != "cpu":
+            from episodes.images.gpu_decode import GpuJpegDecoder, gpu_decode_problem
+
+            why_not = gpu_decode_problem(decode_device)
+            if why_not is not None:
+                raise ReaderError(f"decode_device={decode_device!r}: {why_not}")
+            self._gpu_decoder = GpuJpegDecoder(image_size, decode_device)
         self._executor: ThreadPoolExecutor | None = None
         self._executor_pid: int | None = None
         self._executor_lock = threading.Lock()
         self._gauge = ParallelismGauge(num_threads)
         self._process_pool: DecodeProcessPool | None = None
         self._process_pool_pid: int | None = None
+        self._emulate_decode_s = 0.0  # benchmarks only: workers sleep instead of decoding
+        self._emulate_stalls = (0.0, 0.0)  # ... and some images (share, seconds) longer
 
     def _largest_episode_bytes(self, config: Any) -> int:
         """Pixels of the largest episode `config` can give (sizes the shared memory needed)."""
@@ -291,6 +326,8 @@ class EpisodeReader:
                 spare_segments=2,
                 dtype=self.dtype.str,
                 float_range=self.float_range,
+                emulate_decode_s=self._emulate_decode_s,
+                emulate_stalls=self._emulate_stalls,
             )
             self._process_pool_pid = os.getpid()
         return self._process_pool
@@ -311,6 +348,8 @@ class EpisodeReader:
         source = self._source(description.source)
         size = self.image_size
         total = description.support_size + description.query_size
+        if source.cache is None and self._gpu_decoder is not None:
+            return _InFlight(description, self._decode_on_gpu(source, description))
         if source.cache is None and self.decode_processes > 0:
             rows = self._rows(description)
             source.images.check_rows(rows)  # index errors and bad records, raised here
@@ -359,13 +398,33 @@ class EpisodeReader:
             self._gauge.record(mode, len(rows), time.perf_counter() - t0)
         return _InFlight(description, images, futures)
 
+    def _decode_on_gpu(self, source: _Source, description: EpisodeDescription) -> Any:
+        """The episode's images decoded on the GPU, a (total, S, S, 3) uint8 CUDA tensor; a
+        batch nvJPEG refuses is decoded on the CPU (which names a bad record) and copied up."""
+        rows = self._rows(description)
+        source.images.check_rows(rows)
+        encoded = [source.images.encoded(c, k) for _, c, k in rows]
+        try:
+            return self._gpu_decoder.decode(encoded)
+        except RuntimeError:
+            import torch
+
+            size = self.image_size
+            host = np.empty((len(rows), size, size, 3), np.uint8)
+            source.images.decode_rows(rows, host)  # raises CorruptRecordError where one is
+            return torch.from_numpy(host).to(self.decode_device)
+
     def _finish(self, flight: _InFlight) -> Episode:
+        if flight.images is not None and not isinstance(flight.images, np.ndarray):
+            return self._episode(flight.description, flight.images)  # uint8 on the GPU
         if flight.ticket is not None:
             images = self._processes().collect(flight.ticket)  # scaled by the workers
         else:
             wait_all(flight.futures)
             images = scale_images(flight.images, self.dtype, self.float_range)
-        d = flight.description
+        return self._episode(flight.description, images)
+
+    def _episode(self, d: EpisodeDescription, images: Any) -> Episode:
         s_labels, s_ids, q_labels, q_ids = episode_labels(d)
         n_support = len(s_labels)
         names = self._source(d.source).spec.class_names
@@ -390,7 +449,8 @@ class EpisodeReader:
         return self.read(self.describe(index))
 
     def read_many(self, descriptions: Iterable[EpisodeDescription]) -> Iterator[Episode]:
-        """Episodes of `descriptions`, in order, with up to `prefetch` more being decoded."""
+        """Episodes of `descriptions`, in order, with up to `prefetch` more being decoded (more
+        while decode processes would otherwise idle: `_deepen`)."""
         pending: deque[_InFlight] = deque()
         try:
             for description in descriptions:
@@ -401,7 +461,7 @@ class EpisodeReader:
                     yield self._finish(flight)
                     continue
                 pending.append(flight)
-                if len(pending) > self.prefetch:
+                if len(pending) > self.prefetch and not self._deepen(pending):
                     yield self._finish(pending.popleft())
             while pending:
                 yield self._finish(pending.popleft())
@@ -411,6 +471,18 @@ class EpisodeReader:
                     future.cancel()
                 if flight.ticket is not None and self._process_pool is not None:
                     self._process_pool.discard(flight.ticket)
+
+    def _deepen(self, pending: deque[_InFlight]) -> bool:
+        """Whether to start one more episode before handing out the oldest, beyond `prefetch`:
+        while decode processes have idle workers (`DecodeProcessPool.hungry`), up to
+        `prefetch` + `BUSY_SHARES` per process in flight. Keeping N workers busy takes several
+        episodes in flight (each decoded by a few of them, `decode_processes.share_count`);
+        with only `prefetch` + 1, the rate stopped growing with N."""
+        pool = self._process_pool
+        if pool is None or pending[-1].ticket is None:
+            return False
+        most = self.prefetch + BUSY_SHARES * self.decode_processes
+        return len(pending) <= most and pool.hungry()
 
     def episodes(self, start: int = 0, count: int | None = None) -> Iterator[Episode]:
         """Episodes start, start+1, ... (`count` of them, or without end when None)."""

@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from episodes.read import ARRAY_FIELDS
+from learners.device_prefetch import prefetch_to_device
 from learners.episode_batch import episode_field
 from learners.episode_source import SYNTHETIC, close_source
 
@@ -68,6 +69,8 @@ def worker_context() -> multiprocessing.context.BaseContext:
 
 
 def _images(array: Any) -> torch.Tensor:
+    if isinstance(array, torch.Tensor):  # decoded on the GPU already (`decode_device="cuda"`)
+        return array.contiguous()
     return torch.from_numpy(np.ascontiguousarray(array))
 
 
@@ -144,7 +147,8 @@ class StreamDataset(IterableDataset):
 def make_loader(
     dataset: StreamDataset, config: FeedConfig, device: torch.device, workers: int
 ) -> DataLoader:
-    """The DataLoader of a feed: one item per step, pinned only for a CUDA device, its own
+    """The DataLoader of a feed: one item per step, pinned only for a CUDA device (by the
+    DataLoader with workers, else by `device_prefetch`), its own
     generator (a DataLoader otherwise draws its base seed from torch's global RNG, which would
     change the training trajectory)."""
     return DataLoader(
@@ -152,7 +156,9 @@ def make_loader(
         batch_size=None,
         collate_fn=_as_is,
         num_workers=workers,
-        pin_memory=wants_pinned_memory(device),
+        # Workers' items are pinned by the DataLoader's pin thread; the training process's own
+        # (workers=0) by `device_prefetch`'s thread, which leaves GPU-decoded ones as they are.
+        pin_memory=wants_pinned_memory(device) and workers > 0,
         prefetch_factor=config.prefetch if workers > 0 else None,
         multiprocessing_context=worker_context() if workers > 0 else None,
         generator=torch.Generator(),
@@ -174,7 +180,20 @@ def feed(
     config: FeedConfig,
     device: torch.device,
 ) -> Iterator[Any]:
-    """Items start, start+1, ... of `source` as tensors (see the module docstring)."""
+    """Items start, start+1, ... of `source` as tensors (see the module docstring); on CUDA
+    their images arrive on the device already (`device_prefetch`: uint8, copied on a side
+    stream while the previous step computes)."""
+    yield from prefetch_to_device(_loader_items(source, open_source, start, config, device), device)
+
+
+def _loader_items(
+    source: Any,
+    open_source: Callable[[], Any],
+    start: int,
+    config: FeedConfig,
+    device: torch.device,
+) -> Iterator[Any]:
+    """The DataLoader's items, host tensors (pinned on CUDA)."""
     workers = feed_workers(config, source)
     loader = make_loader(StreamDataset(open_source, start, source), config, device, workers)
     iterator = iter(loader)

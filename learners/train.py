@@ -33,12 +33,13 @@ from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from learners.config_fields import cli_fields
 from learners.config_flags import add_config_flags, given_values
-from learners.device import make_deterministic, resolve_device
+from learners.device import choose_loading, make_deterministic, resolve_device
 from learners.distributed import (
     SINGLE_PROCESS,
     RankInfo,
     agree_on_setup,
     broadcast_module,
+    cores_per_rank,
     loading_note,
     on_rank_zero,
     one_line_per_fault,
@@ -94,13 +95,14 @@ def add_throughput_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--loader-workers",
         type=int,
-        default=0,
-        help="DataLoader processes reading episodes ahead (0: the training process reads)",
+        default=None,
+        help="DataLoader processes reading episodes ahead (0: the training process reads; "
+        "default: chosen from the device and cores, learners.device.choose_loading)",
     )
     group.add_argument(
         "--decode-processes",
         type=int,
-        default=0,
+        default=None,
         help="with --loader-workers 0: the reader decodes JPEG records ahead in N processes",
     )
     group.add_argument(
@@ -244,6 +246,15 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     if args.fix_ml_pool is not None and not is_episodic(learner.method):
         raise ValueError("--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass")
     dataset = dataset_from_args(args)
+    args.loader_workers, args.decode_processes, loading = choose_loading(
+        resolve_device(args.device),
+        dataset,
+        args.loader_workers,
+        args.decode_processes,
+        cores=cores_per_rank(ranks),  # a node's cores split between its torchrun ranks
+    )
+    if loading is not None and ranks.is_writer:
+        print(loading, file=sys.stderr)
     check_throughput_options(
         args.loader_workers, args.decode_processes, args.keep_snapshots, dataset
     )

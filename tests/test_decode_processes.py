@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from episodes.decode_processes import (
+    BUSY_SHARES,
     DecodeProcessError,
     check_shared_memory_room,
+    share_count,
     split_rows,
 )
 from episodes.episode import EpisodeDescription
@@ -65,7 +67,9 @@ def test_process_decoding_equals_inline_decoding_byte_for_byte(toy):
         assert len(ours) >= 12  # episodes still held keep their own segments: none is reused
         for _ in workers.episodes(20, 30):  # each episode dropped before the next arrives
             ours |= {name.lstrip("/") for name in workers._process_pool._segments}
-        assert len(ours) <= 13 + workers.prefetch + 4  # 30 more episodes, a few segments
+        # 30 more episodes, a few segments: those in flight (up to BUSY_SHARES per worker
+        # while workers would idle) and the spares
+        assert len(ours) <= 13 + workers.prefetch + 4 + BUSY_SHARES * 2
         live = {name.lstrip("/") for name in workers._process_pool._segments}
         assert live <= segments()
         processes = list(workers._process_pool._processes)
@@ -304,3 +308,77 @@ def test_multi_source_episodes_decode_the_same_in_workers(tmp_path):
         assert a.source == b.source and a.query_images.dtype == np.float32
         assert np.array_equal(a.support_images, b.support_images)
         assert np.array_equal(a.query_images, b.query_images)
+
+
+def test_share_count_divides_the_workers_and_keeps_shares_large():
+    for processes in (1, 2, 3, 4, 7, 8, 12, 15):
+        for total in (0, 1, 15, 16, 33, 100, 500):
+            parts = share_count(total, processes, min_share=16)
+            assert processes % parts == 0
+            assert parts == 1 or total // parts >= 16
+            larger = [d for d in range(parts + 1, processes + 1) if processes % d == 0]
+            assert all(total // d < 16 for d in larger)  # the largest such divisor
+    assert share_count(100, 8, 16) == 4 and share_count(100, 15, 16) == 5
+    assert share_count(100, 7, 16) == 1  # whole episodes: 7 has no divisor in 2..6
+
+
+@pytest.mark.parametrize("min_share", [1, 6, 1000])  # spread, a few shares, whole episodes
+def test_every_dispatch_gives_inline_bytes_in_order(toy, min_share):
+    config = SamplerConfig.fixed(ways=3, shots=4, query=4)  # 24 images
+    inline = EpisodeReader(
+        toy.root, "test", config, 2, image_size=12, num_threads=0, decode_processes=0
+    )
+    workers = EpisodeReader(toy.root, "test", config, 2, image_size=12, decode_processes=4)
+    with inline, workers:
+        pool = workers._processes()
+        pool.min_share = min_share
+        depths, used = [], set()
+        submit = pool.submit
+
+        def recording_submit(*args):
+            ticket = submit(*args)
+            depths.append(len(pool._pending))
+            used.update(position for position, _ in ticket.workers)
+            return ticket
+
+        pool.submit = recording_submit
+        got = list(workers.episodes(0, 16))
+        expected = list(inline.episodes(0, 16))
+    assert [e.episode_index for e in got] == list(range(16))
+    for a, b in zip(expected, got):
+        assert np.array_equal(a.support_images, b.support_images)
+        assert np.array_equal(a.query_images, b.query_images)
+        assert np.array_equal(a.query_labels, b.query_labels)
+    assert used == {0, 1, 2, 3}  # every worker decoded
+    if min_share == 1000:  # one worker per episode: 4 workers need more than prefetch + 1
+        assert max(depths) > workers.prefetch + 1
+    assert max(depths) <= workers.prefetch + 1 + BUSY_SHARES * 4
+
+
+def test_shares_go_to_the_least_busy_workers_in_turn(toy):
+    config = SamplerConfig.fixed(ways=3, shots=2, query=2)
+    pool_reader = EpisodeReader(toy.root, "test", config, image_size=8, decode_processes=3)
+    rows = [(0, 6, 0), (1, 6, 1)]
+    with pool_reader:
+        pool = pool_reader._processes()
+        count = 3 * BUSY_SHARES  # 2 images: one share each
+        tickets = [pool.submit("toy", rows, 2) for _ in range(count)]
+        assert [t.workers[0][0] for t in tickets] == [0, 1, 2] * BUSY_SHARES
+        assert pool._queued_shares == [BUSY_SHARES] * 3 and not pool.hungry()
+        first = pool.collect(tickets[0]).copy()
+        assert pool._queued_shares == [BUSY_SHARES - 1, BUSY_SHARES, BUSY_SHARES]
+        assert pool.hungry()
+        assert pool.submit("toy", rows, 2).workers[0][0] == 0  # the least busy one
+        for ticket in tickets[1:]:
+            assert np.array_equal(pool.collect(ticket), first)  # same rows, same pixels
+
+
+def test_the_benchmarks_emulated_decode_sleeps_instead_of_decoding(toy):
+    config = SamplerConfig.fixed(ways=3, shots=2, query=2)
+    with EpisodeReader(toy.root, "test", config, 0, image_size=8, decode_processes=2) as reader:
+        reader._emulate_decode_s = 0.001  # benchmarks/episodes.py --emulate-decode-ms 1
+        emulated = list(reader.episodes(0, 3))
+        assert [e.episode_index for e in emulated] == [0, 1, 2]
+        assert all(not e.support_images.any() for e in emulated)  # fresh segments: nothing written
+    with EpisodeReader(toy.root, "test", config, 0, image_size=8, decode_processes=2) as reader:
+        assert all(e.support_images.any() for e in reader.episodes(0, 3))  # decoded for real

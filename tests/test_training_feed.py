@@ -26,6 +26,7 @@ from episodes.images.decoded_cache import write_decoded_cache
 from episodes.records.dataset_spec import Split
 from episodes.sampler import SamplerConfig
 from learners import train as train_cli
+from learners.device import choose_loading
 from learners.episode_feed import FeedConfig, StreamDataset, feed, make_loader
 from learners.episode_source import (
     EpisodeOptions,
@@ -149,7 +150,8 @@ def test_pinned_memory_is_requested_only_for_cuda() -> None:
     opener = functools.partial(open_episode_source, "synthetic", "train", None, OPTIONS, 0)
     dataset = StreamDataset(opener, 0)
     for workers in (0, 2):
-        assert make_loader(dataset, FeedConfig(workers), torch.device("cuda"), workers).pin_memory
+        pinned = make_loader(dataset, FeedConfig(workers), torch.device("cuda"), workers)
+        assert pinned.pin_memory == (workers > 0)  # workers=0: device_prefetch's thread pins
         assert not make_loader(dataset, FeedConfig(workers), CPU, workers).pin_memory
 
 
@@ -474,3 +476,26 @@ def test_ctrl_c_stops_every_process_and_frees_shared_memory(loading, jpeg_datase
     assert not [path for path in segments if Path(path).exists()]
     # freed by their owners, not swept up by multiprocessing's resource tracker at exit
     assert b"leaked shared_memory" not in err and b"DataLoader worker" not in err
+
+
+def test_device_auto_picks_loader_workers_on_cuda_and_keeps_the_cpu_default() -> None:
+    cuda = torch.device("cuda")
+    workers, decode, line = choose_loading(cuda, "/data/ilsvrc", None, None, cores=16)
+    assert (workers, decode) == (12, 0)  # capped; two cores stay for the training process
+    assert line.count("\n") == 0 and "12 DataLoader worker processes" in line
+    assert "16 usable cores" in line and "--loader-workers" in line
+    assert choose_loading(cuda, "/data/x", None, None, cores=6)[:2] == (4, 0)
+    assert choose_loading(cuda, "/data/x", None, None, cores=2)[:2] == (0, 0)
+    assert choose_loading(cuda, "synthetic", None, None, cores=16) == (0, 0, None)
+    assert choose_loading(CPU, "/data/x", None, None, cores=16) == (0, 0, None)  # as before
+    assert choose_loading(cuda, "/data/x", None, 3, cores=16) == (0, 3, None)  # flags win
+    assert choose_loading(cuda, "/data/x", 0, None, cores=16) == (0, 0, None)
+
+
+def test_train_cli_on_cpu_reads_in_the_training_process_and_says_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["--method", "protonet", "--synthetic", "--episodes", "2", "--device", "cpu"]
+    args = train_cli.build_parser().parse_args([*argv, "--output", str(out)])
+    config = train_cli.run_config_from_args(args)
+    assert (config.loader_workers, config.decode_processes) == (0, 0)
+    assert "loading:" not in capsys.readouterr().err
