@@ -34,9 +34,10 @@ from episodes.records.tfrecord_io import (
 )
 
 
-def _payloads(n: int, seed: int = 0) -> list[bytes]:
+def _payloads(n: int, seed: int = 0, label: int = 0) -> list[bytes]:
+    """n image records of class `label` (the reader checks a class file's first label)."""
     rng = np.random.default_rng(seed)
-    return [encode_image_example(rng.bytes(int(rng.integers(0, 3000))), i % 7) for i in range(n)]
+    return [encode_image_example(rng.bytes(int(rng.integers(0, 3000))), label) for _ in range(n)]
 
 
 def test_masked_crc_matches_tensorflow_writer(tmp_path):
@@ -81,7 +82,7 @@ def test_example_codec_round_trips_and_equals_tensorflow():
 def test_reader_bytes_equal_tf_data(tmp_path):
     import tensorflow as tf
 
-    payloads = _payloads(37, seed=1)
+    payloads = _payloads(37, seed=1, label=5)
     path = tmp_path / "5.tfrecords"
     offsets = write_records(str(path), payloads)
     index = build_index(path)
@@ -97,7 +98,7 @@ def test_reader_bytes_equal_tf_data(tmp_path):
 
 
 def test_corrupt_record_names_file_class_and_record(tmp_path):
-    payloads = _payloads(5, seed=2)
+    payloads = _payloads(5, seed=2, label=3)
     path = tmp_path / "3.tfrecords"
     offsets = write_records(str(path), payloads)
     write_index(build_index(path), index_path_for(path))
@@ -178,7 +179,7 @@ def test_index_built_on_first_use_in_cache_when_folder_read_only(tmp_path):
 
 
 def test_index_built_beside_records_when_missing(tmp_path):
-    write_records(str(tmp_path / "2.tfrecords"), _payloads(3))
+    write_records(str(tmp_path / "2.tfrecords"), _payloads(3, label=2))
     reader = RecordReader(tmp_path)
     assert reader.num_records(2) == 3
     assert (tmp_path / "2.index").exists()
@@ -186,7 +187,7 @@ def test_index_built_beside_records_when_missing(tmp_path):
 
 def test_file_handle_pool_is_bounded(tmp_path):
     for c in range(12):
-        write_records(str(tmp_path / f"{c}.tfrecords"), _payloads(2, seed=c))
+        write_records(str(tmp_path / f"{c}.tfrecords"), _payloads(2, seed=c, label=c))
     reader = RecordReader(tmp_path, max_open_files=4)
     for c in range(12):
         reader.read_example(c, 1)

@@ -70,7 +70,7 @@ def test_flags_become_typed_fields_and_old_spellings_still_parse(capsys):
         (dict(jpeg_quality=101), "--jpeg-quality 101: expected an integer in 1..100"),
         (dict(image_format="gif"), "--image-format gif: expected one of jpeg, png"),
         (dict(random_split="yes"), "--random-split yes: expected true or false"),
-        (dict(resize=0), "--resize 0: expected an integer >= 1"),
+        (dict(resize=0), "--resize 0: expected an integer in 1..13377"),
     ],
 )
 def test_bad_values_are_refused_with_the_flag_and_value(values, message):
