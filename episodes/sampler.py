@@ -375,15 +375,12 @@ class EpisodeSampler(EpisodeStream):
         self._dag_node_ids: list[str] = []
         self._alphabets: list[np.ndarray] = []
         self._alphabet_ids: list[int] = []
-        hierarchical = config.fixed_ways is None
-        if hierarchical and config.use_dag_hierarchy and isinstance(spec.hierarchy, DagHierarchy):
+        hierarchy = usable_hierarchy(spec, config)
+        if hierarchy is not None and config.fixed_ways is not None:
+            raise SamplerError(fixed_ways_with_hierarchy_message(config, hierarchy, where))
+        if hierarchy == "dag":
             self._init_dag(spec.hierarchy, where)
-        elif (
-            hierarchical
-            and config.use_bilevel_hierarchy
-            and isinstance(spec.hierarchy, BiLevelHierarchy)
-            and spec.hierarchy.superclass_splits is not None
-        ):
+        elif hierarchy == "bilevel":
             self._init_bilevel(spec.hierarchy, where)
         self.hierarchy_kind = "dag" if self._dag_nodes else "bilevel" if self._alphabets else "flat"
         needs_flat = self.hierarchy_kind == "flat" or config.ignore_hierarchy_probability > 0
@@ -491,6 +488,38 @@ class EpisodeSampler(EpisodeStream):
         if ways is None:
             ways = uniform_int(rng.random(), cfg.min_ways, min(cfg.max_ways, n))
         return choose_uniform(rng, n, ways)
+
+
+def usable_hierarchy(spec: DatasetSpec, config: SamplerConfig) -> str | None:
+    """ "dag" or "bilevel" when the spec has that class hierarchy and the config uses it (its
+    use_dag_hierarchy / use_bilevel_hierarchy), else None."""
+    if config.use_dag_hierarchy and isinstance(spec.hierarchy, DagHierarchy):
+        return "dag"
+    if (
+        config.use_bilevel_hierarchy
+        and isinstance(spec.hierarchy, BiLevelHierarchy)
+        and spec.hierarchy.superclass_splits is not None
+    ):
+        return "bilevel"
+    return None
+
+
+def fixed_ways_with_hierarchy_message(config: SamplerConfig, hierarchy: str, where: str) -> str:
+    """The error for fixed ways asked of a dataset whose class hierarchy is in use. Meta-Dataset's
+    EpisodeDescriptionSampler (data/sampling.py) raises '"use_dag_hierarchy" is incompatible with
+    "num_ways"' (and the same for use_bilevel_hierarchy) instead of dropping the hierarchy; its
+    fixed-ways setups set ignore_dag_ontology / ignore_bilevel_ontology, the options named here."""
+    option, what = {
+        "dag": ("use_dag_hierarchy", "the ImageNet DAG"),
+        "bilevel": ("use_bilevel_hierarchy", "the superclasses (alphabets)"),
+    }[hierarchy]
+    fixed = f"ways={config.fixed_ways}" + (" (mode fixed)" if config.ways is None else "")
+    flag = "--no-" + option.replace("_", "-")
+    return (
+        f"{fixed} cannot be drawn with {what}{where}: fixed ways and a class hierarchy are "
+        f"incompatible, as in Meta-Dataset's sampler; pass {option}=False ({flag}) to draw "
+        f"the classes uniformly over the split, or leave the ways variable to use the hierarchy"
+    )
 
 
 def check_record_set_owner(value: Any, spec: DatasetSpec, split: Split, name: str) -> None:
