@@ -80,6 +80,7 @@ FINETUNE_OPTIONS = (
     "entropy_log_ways",
     "finetune_freeze_bn",
     "finetune_augment",
+    "finetune_bn_micro_batch",
 )
 # Changed options recorded by name in an evaluation's settings (the others under "options").
 SETTINGS_OPTIONS = ("inference", "finetune_freeze_bn", "finetune_augment")
