@@ -375,21 +375,13 @@ class EpisodeSampler(EpisodeStream):
         self._dag_node_ids: list[str] = []
         self._alphabets: list[np.ndarray] = []
         self._alphabet_ids: list[int] = []
-        hierarchical = config.fixed_ways is None
         # A split file may leave the hierarchy out of some splits (DatasetSpec.with_splits).
-        if (
-            hierarchical
-            and config.use_dag_hierarchy
-            and isinstance(spec.hierarchy, DagHierarchy)
-            and self.split in spec.hierarchy.split_nodes
-        ):
+        hierarchy = usable_hierarchy(spec, config, self.split)
+        if hierarchy is not None and config.fixed_ways is not None:
+            raise SamplerError(fixed_ways_with_hierarchy_message(config, hierarchy, where))
+        if hierarchy == "dag":
             self._init_dag(spec.hierarchy, where)
-        elif (
-            hierarchical
-            and config.use_bilevel_hierarchy
-            and isinstance(spec.hierarchy, BiLevelHierarchy)
-            and self.split in (spec.hierarchy.superclass_splits or {})
-        ):
+        elif hierarchy == "bilevel":
             self._init_bilevel(spec.hierarchy, where)
         self.hierarchy_kind = "dag" if self._dag_nodes else "bilevel" if self._alphabets else "flat"
         needs_flat = self.hierarchy_kind == "flat" or config.ignore_hierarchy_probability > 0
@@ -497,6 +489,43 @@ class EpisodeSampler(EpisodeStream):
         if ways is None:
             ways = uniform_int(rng.random(), cfg.min_ways, min(cfg.max_ways, n))
         return choose_uniform(rng, n, ways)
+
+
+def usable_hierarchy(spec: DatasetSpec, config: SamplerConfig, split: str) -> str | None:
+    """ "dag" or "bilevel" when the spec has that class hierarchy for `split` and the config uses
+    it (its use_dag_hierarchy / use_bilevel_hierarchy), else None."""
+    hierarchy = spec.hierarchy
+    if (
+        config.use_dag_hierarchy
+        and isinstance(hierarchy, DagHierarchy)
+        and split in hierarchy.split_nodes
+    ):
+        return "dag"
+    if (
+        config.use_bilevel_hierarchy
+        and isinstance(hierarchy, BiLevelHierarchy)
+        and split in (hierarchy.superclass_splits or {})
+    ):
+        return "bilevel"
+    return None
+
+
+def fixed_ways_with_hierarchy_message(config: SamplerConfig, hierarchy: str, where: str) -> str:
+    """The error for fixed ways asked of a dataset whose class hierarchy is in use. Meta-Dataset's
+    EpisodeDescriptionSampler (data/sampling.py) raises '"use_dag_hierarchy" is incompatible with
+    "num_ways"' (and the same for use_bilevel_hierarchy) instead of dropping the hierarchy; its
+    fixed-ways setups set ignore_dag_ontology / ignore_bilevel_ontology, the options named here."""
+    option, what = {
+        "dag": ("use_dag_hierarchy", "the ImageNet DAG"),
+        "bilevel": ("use_bilevel_hierarchy", "the superclasses (alphabets)"),
+    }[hierarchy]
+    fixed = f"ways={config.fixed_ways}" + (" (mode fixed)" if config.ways is None else "")
+    flag = "--no-" + option.replace("_", "-")
+    return (
+        f"{fixed} cannot be drawn with {what}{where}: fixed ways and a class hierarchy are "
+        f"incompatible, as in Meta-Dataset's sampler; pass {option}=False ({flag}) to draw "
+        f"the classes uniformly over the split, or leave the ways variable to use the hierarchy"
+    )
 
 
 def check_record_set_owner(value: Any, spec: DatasetSpec, split: Split, name: str) -> None:

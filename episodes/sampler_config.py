@@ -38,7 +38,11 @@ class SamplerConfig:
     the Meta-Dataset formulas; setting `ways` fixes the ways ("fixed ways, variable shots"),
     setting `shots` or `query` fixes that part. mode "fixed": N-way K-shot Q-query with
     defaults 5 / 5 / 15 (set shots=1 for 5-way 1-shot). Hierarchies (ImageNet DAG, Omniglot
-    alphabets) are used only when the ways are variable. An ImageNet DAG node is eligible when
+    alphabets) choose the classes when the ways are variable; fixed ways on a dataset whose
+    hierarchy is in use are an error, as in Meta-Dataset's sampling.py ('"use_dag_hierarchy" is
+    incompatible with "num_ways"'): set use_dag_hierarchy / use_bilevel_hierarchy False
+    (Meta-Dataset's ignore_dag_ontology / ignore_bilevel_ontology) to draw fixed ways uniformly
+    over the split, as `SamplerConfig.fixed()` does. An ImageNet DAG node is eligible when
     it spans between `dag_min_leaves` (min_ways, as Meta-Dataset's sampler; `min_leaves` may
     raise it, never lower it) and `max_leaves` eligible leaves.
 
@@ -188,5 +192,9 @@ class SamplerConfig:
         query: int = FIXED_DEFAULT_QUERY,
         **options: Any,
     ) -> SamplerConfig:
-        """N-way K-shot Q-query episodes (5-way 5-shot 15-query by default)."""
+        """N-way K-shot Q-query episodes (5-way 5-shot 15-query by default), the classes drawn
+        uniformly over the split: the hierarchies are off unless `options` turn them on (which
+        then fails, fixed ways being incompatible with a hierarchy)."""
+        options.setdefault("use_dag_hierarchy", False)
+        options.setdefault("use_bilevel_hierarchy", False)
         return cls(mode="fixed", ways=ways, shots=shots, query=query, **options)

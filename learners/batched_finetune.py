@@ -9,6 +9,11 @@ images in one call with draws from each episode's own generator (so the batch si
 an episode's augmentation) and takes one Adam step over the stacked tensors: Adam is elementwise
 with one step count, so that is B independent Adam optimisers. Loss = the sum of the episodes'
 losses, whose gradient with respect to an episode's copy is that episode's gradient.
+
+An episode whose support (or, transductive, query) set is larger than the BatchNorm micro-batch
+(`FinetuneOptions.bn_micro_batch`, the authors' 75) is fine-tuned alone by
+`finetune_query_logits`, with its per-chunk BatchNorm statistics and the same generator, so its
+logits are those of the one-at-a-time loop; the others of the batch are stacked as above.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from learners.batched_episodes import (
     unstack_logits,
 )
 from learners.episode_batch import EpisodeTensors, Normalization
-from learners.finetune import FinetuneOptions, batch_norm_training
+from learners.finetune import FinetuneOptions, batch_norm_training, finetune_query_logits
 from learners.finetune_augment import AugmentDraws, apply_augmentation, draw_augmentation
 from learners.prototypes import cosine_classifier_logits, support_based_init
 
@@ -157,10 +162,32 @@ def batched_finetune_query_logits(
     (images -> logits over training classes); `network` is left unchanged. `generators[b]`
     draws episode b's augmentation (None: the global stream); `stacking`: see
     `resolved_stacking`."""
+    generators = list(generators) if generators is not None else [None] * len(episodes)
+    if len(generators) != len(episodes):
+        raise ValueError(f"{len(generators)} generators for {len(episodes)} episodes")
+    alone = [index for index, ep in enumerate(episodes) if _micro_batched(ep, options)]
+    if alone:
+        results: list[torch.Tensor | None] = [None] * len(episodes)
+        for index in alone:
+            with autocast():
+                results[index] = finetune_query_logits(
+                    network, episodes[index], options, normalization, generators[index]
+                ).float()
+        rest = [index for index in range(len(episodes)) if index not in alone]
+        if rest:
+            stacked = batched_finetune_query_logits(
+                network,
+                [episodes[index] for index in rest],
+                options,
+                normalization,
+                [generators[index] for index in rest],
+                autocast,
+                stacking,
+            )
+            for index, values in zip(rest, stacked):
+                results[index] = values
+        return [values for values in results if values is not None]
     stack = stack_episodes(episodes)
-    generators = list(generators) if generators is not None else [None] * stack.size
-    if len(generators) != stack.size:
-        raise ValueError(f"{len(generators)} generators for {stack.size} episodes")
     net = StackedNetwork(network, stack, resolved_stacking(stacking, stack.support_images.device))
     head = torch.func.vmap(cosine_classifier_logits, in_dims=(0, 0, 0, None))
 
@@ -207,3 +234,9 @@ def batched_finetune_query_logits(
     with torch.no_grad():
         final = logits(stack.query_images, stack.query_mask)
     return [values.detach() for values in unstack_logits(final, stack)]
+
+
+def _micro_batched(ep: EpisodeTensors, options: FinetuneOptions) -> bool:
+    """Whether fine-tuning `ep` runs a set in BatchNorm micro-batches (then it goes alone)."""
+    sizes = [len(ep.support_labels)] + ([len(ep.query_labels)] if options.transductive else [])
+    return any(options.micro_batched(size) for size in sizes)

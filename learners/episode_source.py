@@ -71,7 +71,10 @@ def close_source(source: Any) -> None:
 class EpisodeOptions:
     """Episode shape and sampling variants shared by train and evaluate.
 
-    None for ways/shots/query keeps Meta-Dataset's variable episodes. `fix_ml_pool` is a FIX-ML
+    None for ways/shots/query keeps Meta-Dataset's variable episodes; fixed `ways` draws the
+    classes uniformly over the split, the class hierarchies off (Meta-Dataset's sampler refuses
+    fixed ways with a hierarchy; its fixed-ways setups set ignore_dag_ontology and
+    ignore_bilevel_ontology, as here). `fix_ml_pool` is a FIX-ML
     fixed-support pool (JSON of `episodes.fixml`, or k for the synthetic data);
     `base_novel_lambda` samples from tau_BN(lambda) with the train split as base classes."""
 
@@ -129,11 +132,14 @@ def _sampler_config(options: EpisodeOptions) -> Any:
 
     if options.ways is None and options.shots is None and options.query is None:
         return SamplerConfig()
+    flat = options.ways is not None  # classic N-way: classes uniform over the split
     return SamplerConfig(
         mode="fixed" if options.ways is not None and options.shots is not None else "variable",
         ways=options.ways,
         shots=options.shots,
         query=options.query,
+        use_dag_hierarchy=not flat,
+        use_bilevel_hierarchy=not flat,
     )
 
 

@@ -88,6 +88,7 @@ FINETUNE_OPTIONS = (
     "entropy_log_ways",
     "finetune_freeze_bn",
     "finetune_augment",
+    "finetune_bn_micro_batch",
 )
 # Changed options recorded by name in an evaluation's settings (the others under "options").
 SETTINGS_OPTIONS = ("inference", "finetune_freeze_bn", "finetune_augment")
@@ -472,6 +473,7 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
         print(f"wrote {out}/snapshots.csv, summary.json")
         return summary
     make_deterministic(args.seed)
+    batching = _batching(args, learner, config.amp)
     records, class_rows = evaluate_shard(  # each rank its share under torchrun
         learner,
         source,
@@ -480,7 +482,7 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
         args.seed,
         hardness,
         not args.no_progress,
-        **_batching(args, learner, config.amp),
+        **batching,
     )
     if not ranks.is_writer:
         return {}  # rank 0 writes every rank's records
@@ -500,6 +502,9 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
         "split_R": split_divergence(_split_file(args, config)),
         "hardness_extractor": hardness.description if hardness else None,
         "settings": settings,
+        # How the episodes were grouped, not a setting: episode i's draws come from (seed, i)
+        # and it is adapted alone, so B and the ranks leave the records as they are.
+        "episodes_per_batch": batching["episodes_per_batch"],
         **summarize_records(records),
         "out": str(out),
     }

@@ -12,12 +12,22 @@ the running ones, which the final query prediction (evaluation mode, plain image
 layers (DropBlock) stay in evaluation mode: the paper fine-tunes without regularisation.
 `freeze_batch_norm` keeps the pre-training statistics throughout, `augment=False` drops A.4;
 either way the network is a copy and the pre-trained one is left unchanged.
+
+BatchNorm micro-batches: the authors' `micro_forward` (utils.py) runs a fine-tuning batch in
+chunks of 75 images (`torch.split(x, 75)`), each forward pass normalising by its own chunk's
+statistics and updating the running ones once per chunk, with the loss the chunk-size weighted
+sum of chunk means (= the mean over the batch). Its batch comes from a shuffling data loader, so
+the chunks are a random partition. `bn_micro_batch` (default 75) does the same, the order drawn
+from the episode's generator; it changes nothing for sets of at most 75 images (5-way 1- and
+5-shot supports, 5 x 15 queries), and 0 normalises the whole set as one batch (the earlier
+behaviour).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -26,8 +36,10 @@ from torch import nn
 
 from learners.batched_batch_norm import MaskedBatchNorm2d
 from learners.episode_batch import EpisodeTensors, Normalization
-from learners.finetune_augment import augment_images
+from learners.finetune_augment import active_generator, augment_images
 from learners.prototypes import cosine_classifier_logits, support_based_init
+
+DHILLON_BN_MICRO_BATCH = 75  # few-shot-baseline utils.py micro_forward: torch.split(x, 75)
 
 
 @dataclass(frozen=True)
@@ -39,6 +51,31 @@ class FinetuneOptions:
     relu: bool = True
     freeze_batch_norm: bool = False  # deviation: keep pre-training BatchNorm statistics
     augment: bool = True  # A.4 augmentation of every fine-tuning batch
+    bn_micro_batch: int = DHILLON_BN_MICRO_BATCH  # BatchNorm chunk size in training mode; 0: all
+
+    def micro_batched(self, count: int) -> bool:
+        """Whether a fine-tuning batch of `count` images runs in BatchNorm micro-batches."""
+        return not self.freeze_batch_norm and 0 < self.bn_micro_batch < count
+
+
+def micro_batches(count: int, size: int, generator: torch.Generator | None) -> list[torch.Tensor]:
+    """The authors' micro-batches of a shuffled batch: a random order of range(count) (from
+    `generator`) cut into consecutive chunks of `size` (the last one shorter)."""
+    return list(torch.split(torch.randperm(count, generator=generator), size))
+
+
+def micro_batched_logits(
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    images: torch.Tensor,
+    chunks: list[torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`forward` (images -> logits) run once per chunk, so BatchNorm in training mode uses each
+    chunk's statistics and updates its running ones per chunk; returns the logits in chunk
+    order and that order (index into `images`). The mean of a loss over these rows is the
+    authors' sum over chunks of (chunk size / batch size) x the chunk's mean loss."""
+    order = torch.cat(chunks).to(images.device)
+    outputs = [forward(images[chunk.to(images.device)]) for chunk in chunks]
+    return torch.cat(outputs), order
 
 
 class CosineHead(nn.Module):
@@ -86,11 +123,21 @@ def finetune_network(
     the fine-tuned copy (in evaluation mode) and its cosine head. `network` is left unchanged.
     `generator` draws the augmentation (default: `augmentation_generator`'s, else global)."""
     model = copy.deepcopy(network).eval()
+    generator = active_generator(generator)
 
     def batch(images: torch.Tensor) -> torch.Tensor:
         if not options.augment:
             return images
         return augment_images(images, normalization, generator)
+
+    def fit_logits(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logits of a fine-tuning batch (BatchNorm micro-batches as the authors' code) and
+        the order of its rows (None: the batch's own)."""
+        images = batch(images)
+        if not options.micro_batched(len(images)):
+            return head(model(images)), None
+        chunks = micro_batches(len(images), options.bn_micro_batch, generator)
+        return micro_batched_logits(lambda x: head(model(x)), images, chunks)
 
     with torch.enable_grad():
         with torch.no_grad():
@@ -107,12 +154,13 @@ def finetune_network(
             batch_norm_training(model)
         for _ in range(options.epochs):
             optimizer.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(head(model(batch(ep.support_images))), ep.support_labels)
-            loss.backward()
+            logits, order = fit_logits(ep.support_images)
+            labels = ep.support_labels if order is None else ep.support_labels[order]
+            F.cross_entropy(logits, labels).backward()
             optimizer.step()
             if options.transductive:
                 optimizer.zero_grad(set_to_none=True)
-                (entropy_weight * mean_entropy(head(model(batch(ep.query_images))))).backward()
+                (entropy_weight * mean_entropy(fit_logits(ep.query_images)[0])).backward()
                 optimizer.step()
     return model.eval(), head
 

@@ -168,6 +168,11 @@ def apply_augmentation(
     return (lit - mean) / std
 
 
+def active_generator(generator: torch.Generator | None = None) -> torch.Generator | None:
+    """`generator`, else the one of `augmentation_generator`, else None (the global stream)."""
+    return generator if generator is not None else _CURRENT.get()
+
+
 def augment_images(
     images: torch.Tensor,
     normalization: Normalization,
@@ -176,6 +181,6 @@ def augment_images(
 ) -> torch.Tensor:
     """A.4's augmentation of a batch of normalised NCHW images (fresh draws per image, from
     `generator`, else the one of `augmentation_generator`, else the global stream)."""
-    generator = generator if generator is not None else _CURRENT.get()
+    generator = active_generator(generator)
     draws = draw_augmentation(images.shape[0], images.device, generator)
     return apply_augmentation(images, draws, normalization, lighting_order)

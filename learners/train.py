@@ -79,6 +79,8 @@ from learners.training_loop import (
     list_snapshots,
     run_training,
 )
+from learners.validation_dataset import RECORD_KEY as VALIDATION_DATASET_KEY
+from learners.validation_dataset import resolve_validation_dataset
 
 
 def add_episode_arguments(parser: argparse.ArgumentParser) -> None:
@@ -191,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=100,
         help="valid-split episodes per validation (0: no validation)",
     )
+    parser.add_argument(
+        "--validation-dataset",
+        default=None,
+        metavar="NAME_OR_FOLDER",
+        help="validate on this dataset's valid split only: a --dataset's name (e.g. "
+        "ilsvrc_2012, as Meta-Dataset) or a converted dataset folder; default (or 'all'): "
+        "every --dataset's valid split",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_episode_arguments(parser)
     add_throughput_arguments(parser)
@@ -258,6 +268,9 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     check_throughput_options(
         args.loader_workers, args.decode_processes, args.keep_snapshots, dataset
     )
+    validation_dataset = None
+    if args.validation_episodes > 0:
+        validation_dataset = resolve_validation_dataset(args.validation_dataset, dataset, SYNTHETIC)
     options = EpisodeOptions(
         ways=args.ways,
         shots=args.shots,
@@ -265,7 +278,7 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
         image_size=learner.image_size,
         fix_ml_pool=args.fix_ml_pool,
     )
-    return RunConfig(
+    config = RunConfig(
         learner=learner,
         dataset=dataset,
         split_file=args.split_file,
@@ -282,6 +295,9 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
         amp=args.amp,
         channels_last=args.channels_last,
     )
+    if validation_dataset is not None:  # recorded only when not every --dataset's
+        config.extra[VALIDATION_DATASET_KEY] = validation_dataset
+    return config
 
 
 def rank_meta_batch(config: RunConfig, ranks: RankInfo) -> int:
@@ -348,7 +364,11 @@ def train(
                 image_size=options.image_size,
             )
             valid = open_episode_source(
-                config.dataset, "valid", config.split_file, eval_options, config.seed
+                config.extra.get(VALIDATION_DATASET_KEY, config.dataset),
+                "valid",
+                config.split_file,
+                eval_options,
+                config.seed,
             )
             validate = validation_hook(lambda: valid.episodes(0), config.validation_episodes)
     try:

@@ -5,6 +5,7 @@ Tiny CNN4 (16x16 images, 4 channels) so that one-at-a-time references stay cheap
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -93,6 +94,28 @@ def test_batched_transductive_finetuning_matches_one_at_a_time_on_100_episodes()
     assert abs(accuracy[0] - accuracy[1]) <= 0.001
     assert accuracy[0] > 0.3  # above chance (0.2): the predictions carry signal
     assert float((predictions[0] != predictions[2]).float().mean()) > 0.1  # not a no-op
+
+
+@pytest.mark.parametrize("stacking", ["vmap", "loop"])
+def test_micro_batched_episodes_are_fine_tuned_as_one_at_a_time(stacking: str) -> None:
+    """Dhillon's BatchNorm micro-batches: an episode whose support is above the micro-batch
+    goes alone through finetune_query_logits (the loop's logits bit for bit, per-chunk
+    statistics and its own generator); the others stay stacked (equal within rounding)."""
+    network, eps = tiny_network(), episodes(MIXED, 6)
+    options = FinetuneOptions(epochs=2, lr=1e-3, bn_micro_batch=6)
+    big = [len(ep.support_labels) > 6 for ep in eps]
+    assert any(big) and not all(big)
+    alone = one_at_a_time(network, eps, options)
+    batched = batched_finetune_query_logits(
+        network, eps, options, generators=generators(6), stacking=stacking
+    )
+    for one, together, micro in zip(alone, batched, big):
+        if micro:
+            assert torch.equal(one, together)
+        else:
+            assert torch.allclose(one, together, atol=1e-4)
+    whole = one_at_a_time(network, eps, replace(options, bn_micro_batch=0))
+    assert all(not torch.allclose(a, b, atol=1e-5) for a, b, m in zip(alone, whole, big) if m)
 
 
 def test_augmentation_draws_depend_on_the_episode_not_the_batch() -> None:
@@ -206,6 +229,15 @@ def tiny_learner(method: str, **options) -> object:
     "method, options, kind",
     [
         ("transductive", {"finetune_epochs": 2, "train_class_ids": list(range(12))}, "finetune"),
+        (
+            "transductive",
+            {
+                "finetune_epochs": 2,
+                "train_class_ids": list(range(12)),
+                "finetune_bn_micro_batch": 4,
+            },
+            "finetune",
+        ),
         ("support_init", {"train_class_ids": list(range(12))}, "shared_backbone"),
         ("protonet", {}, "shared_backbone"),
         ("matching", {}, "shared_backbone"),

@@ -35,6 +35,7 @@ from learners.distributed import (
 from learners.episode_source import EpisodeOptions, ShardedSource, open_episode_source
 from learners.meta_batch import meta_batch_step
 from learners.registry import build_learner, learner_config
+from learners.sharded_evaluation import batch_share
 from learners.synthetic_episodes import BlobDataset, BlobDatasetConfig, SyntheticEpisodeSource
 from tests.test_learners_cli import TINY as CLI_TINY
 
@@ -78,6 +79,28 @@ def test_bad_meta_batches_and_ranks_are_refused(tmp_path, capsys) -> None:
     assert train_cli.main([*argv, "--meta-batch", "0"]) == 2
     assert capsys.readouterr().err.strip() == "error: --meta-batch 0 is too small"
     assert not out.exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize(
+    ("count", "per_batch", "world"), [(7, 2, 2), (20, 8, 3), (5, 8, 2), (9, 1, 4)]
+)
+def test_ranks_evaluate_the_batches_of_one_process(count, per_batch, world) -> None:
+    """Each rank's list, cut in batches of B as evaluate_episodes does, gives batches of the
+    one process's batches of B consecutive episodes; together every episode once."""
+    one = [list(range(s, min(s + per_batch, count))) for s in range(0, count, per_batch)]
+    seen: list[int] = []
+    for rank in range(world):
+        share = batch_share(count, per_batch, RankInfo(rank, world, rank, world))
+        batches = [share[s : s + per_batch] for s in range(0, len(share), per_batch)]
+        assert batches == one[rank::world]
+        seen += share
+    assert sorted(seen) == list(range(count))
+    # Round-robin episodes (r, r+W, ...) would batch episodes one process never batches.
+    if per_batch > 1:
+        round_robin = evaluation_share(count, RankInfo(0, world, 0, world))
+        assert round_robin[:per_batch] not in one
+    with pytest.raises(ValueError, match="--episodes-per-batch 0"):
+        batch_share(count, 0, SINGLE_PROCESS)
 
 
 def test_rank_info_comes_from_torchruns_variables() -> None:
@@ -302,6 +325,46 @@ def test_one_rank_trains_the_plain_run_and_evaluation_on_two_writes_its_files(tm
     two = json.loads((tmp_path / "two" / "summary.json").read_text())
     assert one.pop("out") != two.pop("out") and one == two
     assert done.stdout.count("wrote ") == 1
+
+
+def test_a_sharded_transductive_finetuning_evaluation_writes_the_files_of_one_process(
+    tmp_path,
+) -> None:
+    """Transductive fine-tuning draws episode i's augmentation from (seed, i) and the ranks
+    evaluate whole batches of one process (B = 2, 7 episodes: rank 0 {0,1} {4,5}, rank 1
+    {2,3} {6}), so 2 ranks write the bytes of one process and the same summary (B recorded
+    beside the settings, not in them)."""
+    run = tmp_path / "run"
+    train_one_process(
+        ["--method", "multiclass", *TINY, "--episodes", "3", "--batch-size", "8"]
+        + ["--output", str(run)]
+    )
+    base = ["--run", str(run), "--episodes", "7", "--no-progress", "--device", "cpu"]
+    base += ["--episodes-per-batch", "2"]
+    base += ["--inference", "transductive", "--no-hardness"]
+    common = [*base, "--finetune-epochs", "2"]
+    with threads_of_a_rank():
+        assert evaluate.main([*common, "--output", str(tmp_path / "one")]) == 0
+    torchrun("learners.evaluate", [*common, "--output", str(tmp_path / "two")])
+    for name in ("episodes.csv", "classes.csv"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    two = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert one.pop("out") != two.pop("out") and one == two
+    assert one["settings"]["inference"] == "transductive"
+    assert one["episodes_per_batch"] == 2 and "episodes_per_batch" not in one["settings"]
+    # B is not a setting: the same folder takes a rerun with another B (no --overwrite).
+    with threads_of_a_rank():
+        again = [*common, "--episodes-per-batch", "3", "--output", str(tmp_path / "one")]
+        assert evaluate.main(again) == 0
+    assert json.loads((tmp_path / "one" / "summary.json").read_text())["episodes_per_batch"] == 3
+    # Fine-tuning did run: the support-based initial head alone predicts otherwise.
+    with threads_of_a_rank():
+        initial = [*base, "--finetune-epochs", "0", "--output", str(tmp_path / "initial")]
+        assert evaluate.main(initial) == 0
+    assert (tmp_path / "initial" / "classes.csv").read_bytes() != (
+        tmp_path / "one" / "classes.csv"
+    ).read_bytes()
 
 
 @contextlib.contextmanager

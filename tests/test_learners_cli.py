@@ -360,6 +360,7 @@ def test_old_flat_multiclass_options_load_into_the_methods_dataclass() -> None:
         train_class_ids=[4, 5, 6],
         pretrain_augment=False,
         mixup_per_sample=False,  # runs saved before the option drew one lambda per batch
+        finetune_bn_micro_batch=0,  # and fine-tuned with the whole set as one BatchNorm batch
     )
 
 

@@ -13,11 +13,14 @@ from torch import nn
 from learners.backbones import BackboneConfig, DropBlock, build_backbone
 from learners.episode_batch import Normalization, episode_to_tensors
 from learners.finetune import (
+    DHILLON_BN_MICRO_BATCH,
     CosineHead,
     FinetuneOptions,
     batch_norm_training,
     finetune_network,
     finetune_query_logits,
+    micro_batched_logits,
+    micro_batches,
 )
 from learners.finetune_augment import augment_images, change_lighting, flip_and_crop
 from learners.synthetic_episodes import SyntheticEpisodeConfig, SyntheticEpisodeSource
@@ -199,3 +202,102 @@ def test_pretraining_step_sees_augmented_images(augment: bool) -> None:
         learner = build_learner(config)
         losses.append(learner.fit_batch(images, class_ids))
     assert (losses[0] != losses[1]) == augment  # same seed: only the augmentation differs
+
+
+# ------------------------------------------------- BatchNorm micro-batches (utils.micro_forward)
+
+
+def test_micro_batches_are_a_random_partition_in_chunks_of_the_size() -> None:
+    chunks = micro_batches(10, 4, torch.Generator().manual_seed(1))
+    assert [len(c) for c in chunks] == [4, 4, 2]  # torch.split(x, 4) of the shuffled batch
+    assert sorted(torch.cat(chunks).tolist()) == list(range(10))
+    again = micro_batches(10, 4, torch.Generator().manual_seed(1))
+    assert all(torch.equal(a, b) for a, b in zip(chunks, again))
+    other = micro_batches(10, 4, torch.Generator().manual_seed(2))
+    assert not torch.equal(torch.cat(chunks), torch.cat(other))
+
+
+def test_each_micro_batch_is_normalised_by_its_own_statistics() -> None:
+    """Re-typed formula: chunk c's rows are (x - mean_c) / sqrt(var_c + eps) (biased variance),
+    and the running mean takes one momentum step per chunk, in chunk order; the mean loss over
+    the rows is the authors' sum of (chunk size / batch size) x chunk mean."""
+    torch.manual_seed(0)
+    norm = nn.BatchNorm2d(3).train()
+    images = torch.randn(7, 3, 2, 2) * 2 + 1
+    chunks = micro_batches(7, 3, torch.Generator().manual_seed(0))
+    rows, order = micro_batched_logits(norm, images, chunks)
+    assert torch.equal(order, torch.cat(chunks))
+    start, running = 0, torch.zeros(3)
+    for chunk in chunks:
+        x = images[chunk]
+        mean = x.mean(dim=(0, 2, 3), keepdim=True)
+        var = x.var(dim=(0, 2, 3), unbiased=False, keepdim=True)
+        expected = (x - mean) / torch.sqrt(var + norm.eps)
+        assert torch.allclose(rows[start : start + len(chunk)], expected, atol=1e-5)
+        running = (1 - norm.momentum) * running + norm.momentum * mean.flatten()
+        start += len(chunk)
+    assert torch.allclose(norm.running_mean, running, atol=1e-6)
+    whole = (nn.BatchNorm2d(3).train())(images[order])
+    assert not torch.allclose(whole, rows, atol=1e-3)  # one batch normalises otherwise
+    values = rows.flatten(1).sum(1)
+    weighted = sum(
+        len(c) / 7 * values[s : s + len(c)].pow(2).mean() for c, s in zip(chunks, (0, 3, 6))
+    )
+    assert torch.allclose(values.pow(2).mean(), weighted)
+
+
+def test_finetuning_batch_norm_steps_once_per_micro_batch() -> None:
+    """lr 0, no augmentation: a support of 5 images in micro-batches of 2 moves the first
+    running mean by one momentum step per chunk (chunks of a fresh random order each epoch,
+    from the episode's generator); the whole set (0) by one step per epoch."""
+    network, ep = tiny_network(), one_episode()
+    norm = first_norm(network)
+    norm.running_mean.fill_(0.3)
+    epochs, keep = 3, 1.0 - norm.momentum
+    with torch.no_grad():
+        inputs = network[0].blocks[0](ep.support_images)
+    options = FinetuneOptions(epochs=epochs, lr=0.0, augment=False, bn_micro_batch=2)
+    model, _ = finetune_network(network, ep, options, generator=torch.Generator().manual_seed(9))
+    draws, expected = torch.Generator().manual_seed(9), norm.running_mean.clone()
+    for _ in range(epochs):
+        for chunk in micro_batches(5, 2, draws):
+            expected = keep * expected + (1 - keep) * inputs[chunk].mean(dim=(0, 2, 3))
+    assert torch.allclose(first_norm(model).running_mean, expected, atol=1e-5)
+    whole, _ = finetune_network(
+        network, ep, FinetuneOptions(epochs=epochs, lr=0.0, augment=False, bn_micro_batch=0)
+    )
+    assert not torch.allclose(first_norm(whole).running_mean, expected, atol=1e-4)
+
+
+def test_sets_within_the_micro_batch_are_unchanged() -> None:
+    """The paper's 5-way episodes (supports of 5 or 25 images, 75 queries) fit one micro-batch
+    of 75: the logits are bit for bit those of one batch, the augmentation streams unmoved."""
+    network, ep = tiny_network(), one_episode()
+    assert DHILLON_BN_MICRO_BATCH == 75 and FinetuneOptions().bn_micro_batch == 75
+    logits = [
+        finetune_query_logits(
+            network,
+            ep,
+            FinetuneOptions(epochs=2, lr=1e-3, transductive=True, bn_micro_batch=size),
+            generator=torch.Generator().manual_seed(3),
+        )
+        for size in (75, 0)
+    ]
+    assert torch.equal(logits[0], logits[1])
+
+
+def test_the_micro_batch_option_is_saved_and_old_runs_keep_one_batch() -> None:
+    from learners.methods.multiclass import MulticlassConfig
+    from learners.registry import build_learner, learner_config, learner_config_from_dict
+
+    config = learner_config(
+        "transductive", image_size=28, width=0.25, train_class_ids=list(range(12))
+    )
+    assert config.options.finetune_bn_micro_batch == 75
+    saved = config.to_dict()
+    saved["options"]["finetune_bn_micro_batch"] = 20
+    learner = build_learner(learner_config_from_dict(saved))
+    assert learner.finetune_options(transductive=True).bn_micro_batch == 20
+    assert MulticlassConfig.from_dict({}).finetune_bn_micro_batch == 0  # saved before it
+    with pytest.raises(ValueError, match="--finetune-bn-micro-batch -1: expected >= 0"):
+        build_learner(learner_config("transductive", image_size=28, finetune_bn_micro_batch=-1))

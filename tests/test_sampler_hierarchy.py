@@ -15,7 +15,7 @@ from episodes.hierarchy.imagenet_nodes import (
     uncovered_leaves,
 )
 from episodes.records.dataset_spec import Split, load_spec
-from episodes.sampler import EpisodeSampler, SamplerConfig, SamplerError
+from episodes.sampler import EpisodeSampler, MultiSourceSampler, SamplerConfig, SamplerError
 from tests.conftest import REFERENCE_DATA
 
 SPECS = REFERENCE_DATA / "dataset_specs"
@@ -142,11 +142,58 @@ def test_omniglot_ways_uniform_within_alphabet(omniglot):
         assert set(ways) == set(range(5, size + 1))
 
 
-def test_fixed_mode_ignores_hierarchy(ilsvrc, omniglot):
+def test_fixed_constructor_draws_flat(ilsvrc, omniglot):
+    # SamplerConfig.fixed() is classic N-way K-shot: its hierarchies are off, explicitly.
+    config = SamplerConfig.fixed()
+    assert (config.use_dag_hierarchy, config.use_bilevel_hierarchy) == (False, False)
     for spec in (ilsvrc, omniglot):
-        sampler = EpisodeSampler(spec, "train", SamplerConfig.fixed(), seed=0)
+        sampler = EpisodeSampler(spec, "train", config, seed=0)
         assert sampler.hierarchy_kind == "flat"
         assert all(d.ways == 5 for d in sampler.descriptions(0, 50))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [SamplerConfig(ways=5), SamplerConfig(mode="fixed"), SamplerConfig(ways=7, shots=1)],
+    ids=["variable-mode-ways", "fixed-mode", "ways-and-shots"],
+)
+def test_fixed_ways_with_a_hierarchy_raise_as_the_reference(ilsvrc, omniglot, config):
+    # Meta-Dataset's sampling.py raises '"use_dag_hierarchy" is incompatible with "num_ways"'
+    # (and the same for use_bilevel_hierarchy) rather than dropping the hierarchy.
+    cases = (
+        (ilsvrc, "use_dag_hierarchy", "ImageNet DAG"),
+        (omniglot, "use_bilevel_hierarchy", "alphabets"),
+    )
+    for spec, option, what in cases:
+        with pytest.raises(SamplerError) as raised:
+            EpisodeSampler(spec, "train", config, seed=0)
+        message = str(raised.value)
+        assert "\n" not in message
+        assert f"ways={config.fixed_ways}" in message and what in message
+        assert f"{option}=False" in message and "--no-" + option.replace("_", "-") in message
+        assert f"split train of {spec.name!r}" in message
+    # Several sources: the first hierarchical one names itself before any episode is drawn.
+    with pytest.raises(SamplerError, match="use_dag_hierarchy=False"):
+        MultiSourceSampler([ilsvrc, omniglot], "train", config, seed=0)
+
+
+def test_fixed_ways_with_the_hierarchies_off_keep_the_flat_draw(ilsvrc, omniglot):
+    # The named opt-out (Meta-Dataset's ignore_dag_ontology / ignore_bilevel_ontology) gives
+    # what fixed ways silently gave before: uniform classes over the split, same episodes as
+    # SamplerConfig.fixed().
+    off = {"use_dag_hierarchy": False, "use_bilevel_hierarchy": False}
+    for spec in (ilsvrc, omniglot):
+        sampler = EpisodeSampler(spec, "train", SamplerConfig(mode="fixed", **off), seed=4)
+        classic = EpisodeSampler(spec, "train", SamplerConfig.fixed(), seed=4)
+        assert sampler.hierarchy_kind == "flat"
+        assert sampler.descriptions(0, 20) == classic.descriptions(0, 20)
+    # Only the hierarchy a dataset has matters: ILSVRC with the alphabets still on is fine.
+    dag_off = SamplerConfig(ways=5, use_dag_hierarchy=False)
+    assert EpisodeSampler(ilsvrc, "train", dag_off, seed=0).hierarchy_kind == "flat"
+    with pytest.raises(SamplerError, match="use_bilevel_hierarchy=False"):
+        EpisodeSampler(omniglot, "train", dag_off, seed=0)
+    # Variable ways keep the hierarchies.
+    assert EpisodeSampler(omniglot, "train", SamplerConfig(), seed=0).hierarchy_kind == "bilevel"
 
 
 def test_dag_node_lower_bound_is_min_ways(ilsvrc):

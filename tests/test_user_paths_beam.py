@@ -266,7 +266,14 @@ def test_image_over_the_shared_size_limit_is_rejected_at_conversion(tmp_path):
     assert _run([sys.executable, "-m", "beam_pipelines.verify", str(out)]).returncode == 0
     fixed = ["--mode", "fixed", "--ways", "3", "--shots", "1", "--query", "1", "--episodes", "2"]
     read = [sys.executable, "-m", "episodes.read", "--dataset", str(out), "--split", "train"]
-    assert _run([*read, *fixed]).returncode == 0
+    # Fixed ways with Omniglot's alphabets in use: one error line naming the opt-out, as
+    # Meta-Dataset's sampler refuses num_ways with use_bilevel_hierarchy.
+    refused = _run([*read, *fixed])
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ways=3"), refused.stderr
+    assert "--no-use-bilevel-hierarchy" in lines[0]
+    assert _run([*read, *fixed, "--no-use-bilevel-hierarchy"]).returncode == 0
     # One limit: Pillow's in the verify and reader processes is the converter's.
     probe = "import PIL.Image as I, {}; print(2 * I.MAX_IMAGE_PIXELS)"  # Pillow's refusal
     for module in ("beam_pipelines.verify", "episodes.read", "beam_pipelines.image_codec"):

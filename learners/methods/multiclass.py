@@ -22,7 +22,12 @@ from torch import nn
 
 from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors, images_to_tensor
-from learners.finetune import CosineHead, FinetuneOptions, finetune_query_logits
+from learners.finetune import (
+    DHILLON_BN_MICRO_BATCH,
+    CosineHead,
+    FinetuneOptions,
+    finetune_query_logits,
+)
 from learners.finetune_augment import augment_images
 from learners.knn import KNN_METRICS, knn_logits
 from learners.learner import Learner
@@ -37,8 +42,9 @@ INFERENCES = ("protonet", "knn", "support_init", "finetune", "transductive", "md
 class MulticlassConfig(MethodConfig):
     """Pre-training (Dhillon et al. sec. 4, A.2, A.4) and the episode inference (sec. 3, A.3)."""
 
-    # Runs saved before --mixup-per-sample drew one lambda per batch.
-    legacy_defaults = {"mixup_per_sample": False}
+    # Runs saved before --mixup-per-sample drew one lambda per batch; before
+    # --finetune-bn-micro-batch, fine-tuning normalised a whole set as one BatchNorm batch.
+    legacy_defaults = {"mixup_per_sample": False, "finetune_bn_micro_batch": 0}
 
     label_smoothing: float = option(
         0.1, "label smoothing epsilon (Dhillon et al. A.2: 0.1; 0 turns it off)", minimum=0, below=1
@@ -83,6 +89,13 @@ class MulticlassConfig(MethodConfig):
     )
     finetune_augment: bool = option(
         True, "fine-tune with the augmentation of Dhillon et al. A.4", at_evaluation=True
+    )
+    finetune_bn_micro_batch: int = option(
+        DHILLON_BN_MICRO_BATCH,
+        "fine-tune with BatchNorm statistics per chunk of this many images of a shuffled set "
+        "(the authors' micro_forward: 75); 0: the whole set as one batch",
+        minimum=0,
+        at_evaluation=True,
     )
     md_finetune_steps: int = option(
         100, "Meta-Dataset Finetune: steps on the support set", minimum=0, at_evaluation=True
@@ -225,6 +238,7 @@ class MulticlassLearner(Learner):
             relu=options.finetune_relu,
             freeze_batch_norm=options.finetune_freeze_bn,
             augment=options.finetune_augment,
+            bn_micro_batch=options.finetune_bn_micro_batch,
         )
 
     def query_logits(self, ep: EpisodeTensors) -> torch.Tensor:
