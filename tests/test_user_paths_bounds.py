@@ -6,9 +6,6 @@ the real error before any note on decoding."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -22,22 +19,8 @@ from episodes.records.record_reader import CorruptRecordError
 from episodes.sampler import SamplerConfig
 from learners import evaluate
 from learners import train as train_cli
+from tests.cli_processes import TINY, python_m
 from tests.test_reader_fixtures import write_dataset
-
-REPO = Path(__file__).resolve().parents[1]
-TINY = ["--backbone", "cnn4", "--width", "0.25", "--image-size", "28", "--no-progress"]
-
-
-def python_m(module: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 
 from learners import train as train_cli
+from tests.cli_processes import REPO, TINY
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.test_reader_fixtures import write_dataset
 
-REPO = Path(__file__).resolve().parents[1]
-TINY = ["--backbone", "cnn4", "--width", "0.25", "--image-size", "28", "--no-progress"]
 NO_SPACE = "No space left on device (free some space or choose another --output)"
 
 

@@ -6,11 +6,9 @@ Each of these printed a traceback, overwrote a result or dropped one before."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,13 +18,11 @@ import torch
 from episodes.util.cli_errors import EXIT_INTERRUPTED, EXIT_USAGE
 from learners import evaluate, report
 from learners import train as train_cli
+from tests.cli_processes import TINY, python_m, start_python_m
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.unwritable_folder import unwritable
 
 torch.set_num_threads(1)
-
-REPO = Path(__file__).resolve().parents[1]
-TINY = ["--backbone", "cnn4", "--width", "0.25", "--image-size", "28", "--no-progress"]
 
 
 def multiclass_args(out: Path, *extra: str) -> list[str]:
@@ -70,19 +66,6 @@ def eval_args(run: Path, shots: int, *extra: str) -> list[str]:
         "--no-progress",
         *extra,
     ]
-
-
-def python_m(module: str, *args: str, **kwargs) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        **kwargs,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -221,15 +204,7 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume(tmp_path: Path) -> None:
         str(run),
         *TINY,
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "learners.train", *args],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_python_m("learners.train", *args)
     try:
         deadline = time.monotonic() + 120
         while not list((run / "checkpoints").glob("step_*.pt")):

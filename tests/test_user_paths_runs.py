@@ -21,11 +21,9 @@ import torch
 from learners import evaluate
 from learners import train as train_cli
 from learners.training_loop import NonFiniteLossError, check_loss
+from tests.cli_processes import REPO, TINY, start_python_m
 
 torch.set_num_threads(1)
-
-REPO = Path(__file__).resolve().parents[1]
-TINY = ["--backbone", "cnn4", "--width", "0.25", "--image-size", "28", "--no-progress"]
 
 
 def train_args(run: Path, episodes: int = 6, *extra: str) -> list[str]:
@@ -54,15 +52,7 @@ def one_error_line(err: str) -> str:
 
 def test_a_second_train_on_one_output_is_refused_while_the_first_lives(tmp_path: Path, capsys):
     run = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    first = subprocess.Popen(
-        [sys.executable, "-m", "learners.train", *train_args(run, 100000)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    first = start_python_m("learners.train", *train_args(run, 100000))
     try:
         deadline = time.monotonic() + 120
         while not list(checkpoints(run).glob("step_*.pt")):

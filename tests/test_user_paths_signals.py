@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_processes import REPO, TINY
 from tests.test_reader_fixtures import write_dataset
 from tests.test_user_paths_beam import (
     PIPELINE_STARTED_S,
@@ -31,9 +32,7 @@ from tests.test_user_paths_beam import (
     slow_raw,  # noqa: F401 (a fixture)
 )
 
-REPO = Path(__file__).resolve().parents[1]
 EXIT_TERMINATED = 128 + signal.SIGTERM
-TINY = ["--backbone", "cnn4", "--width", "0.25", "--image-size", "28", "--no-progress"]
 
 
 def _said(stdout: str, stderr: str) -> list[str]:

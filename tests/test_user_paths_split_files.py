@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,23 +14,10 @@ from episodes.records.dataset_spec import BiLevelHierarchy, DagHierarchy, Datase
 from episodes.sampler import EpisodeSampler, SamplerConfig
 from learners import evaluate
 from learners import train as train_cli
+from tests.cli_processes import TINY, python_m
 from tests.test_reader_fixtures import write_dataset
 
-REPO = Path(__file__).resolve().parents[1]
-TINY = ["--backbone", "cnn4", "--width", "0.25", "--image-size", "28", "--no-progress"]
 ALPHABET = 5  # classes per superclass
-
-
-def python_m(module: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def alphabets_spec(folder: Path) -> DatasetSpec:
