@@ -40,5 +40,7 @@ setup(
         # Object storage through Beam's FileSystems: s3:// needs boto3, gs:// Beam's GCP extra.
         "s3": ["boto3>=1.34"],
         "gcs": ["apache-beam[gcp]>=2.60"],
+        # `--runner DaskRunner` (beam_pipelines.dask_runner), as Beam's own dask extra.
+        "dask": ["dask>=2024.4.2", "distributed>=2024.4.2"],
     },
 )

@@ -4,8 +4,10 @@ Beam's `DirectRunner` first tries the Prism runner, which downloads a Go binary 
 Local runs therefore use the FnApiRunner (what DirectRunner falls back to) directly: in memory
 for one worker, `multi_processing` for `--direct_num_workers N > 1`, whose worker processes run
 `python -m beam_pipelines.local_worker` (Beam's harness without Ctrl-C tracebacks and start-up
-warnings; it ends with its launcher). Any other `--runner` (DataflowRunner, FlinkRunner,
-SparkRunner, PortableRunner, PrismRunner) and its flags go to Beam unchanged.
+warnings; it ends with its launcher). `--runner DaskRunner` (a `dask.distributed` cluster) is
+beam_pipelines.dask_runner. Any other `--runner` (DataflowRunner, FlinkRunner, SparkRunner,
+PortableRunner, PrismRunner) and its flags go to Beam unchanged; `--direct_num_workers` above 1
+is refused with them (it would be ignored: their workers are set by their own flags).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from episodes.records.storage_paths import unknown_local_flags
 
 LOCAL_RUNNER_NAMES = {"directrunner", "direct", "fnapirunner", "local"}
+DASK_RUNNER_NAMES = {"daskrunner", "dask", "apache_beam.runners.dask.dask_runner.daskrunner"}
 LOG_LEVEL_FLAG = "--default_sdk_harness_log_level"
 # Where the local runner re-logs what its worker processes log.
 RELAYED_WORKER_LOGGER = "apache_beam.runners.portability.local_job_service"
@@ -90,8 +93,33 @@ def make_runner(args: argparse.Namespace, beam_args: list[str]) -> RunnerChoice:
         return RunnerChoice(
             runner, options, True, f"DirectRunner (FnApiRunner, {mode}, {workers} worker(s))"
         )
+    if args.direct_num_workers > 1:
+        raise ValueError(
+            f"--direct_num_workers {args.direct_num_workers} applies to the DirectRunner only; "
+            f"{name} sets its workers with its own flags (e.g. --sdk_worker_parallelism, "
+            "--num_workers, or the Dask cluster's size)"
+        )
+    if name.lower() in DASK_RUNNER_NAMES:
+        return _dask_runner(beam_args)
     options = PipelineOptions(list(beam_args) + [f"--runner={name}"])
     return RunnerChoice(name, options, False, name)
+
+
+def _dask_runner(beam_args: list[str]) -> RunnerChoice:
+    """Beam's Dask runner as beam_pipelines.dask_runner adapts it; one line if dask is not
+    installed."""
+    try:
+        from beam_pipelines import dask_runner
+    except ImportError as exc:
+        raise ValueError(
+            f"--runner DaskRunner needs the dask and distributed packages ({exc}); install them "
+            "with `pip install dask distributed` (both pinned in requirements.lock)"
+        ) from None
+    flags = list(beam_args) + dask_runner.default_partition_flags(beam_args)
+    options = PipelineOptions(flags)
+    address = next((a for a in flags if a.startswith("--dask_client_address")), "")
+    where = address.split("=", 1)[1] if "=" in address else "a local dask cluster"
+    return RunnerChoice(dask_runner.ProjectDaskRunner(), options, False, f"DaskRunner ({where})")
 
 
 def _local_process_runner(provision):
