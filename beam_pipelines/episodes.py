@@ -196,6 +196,8 @@ def write_episode_shards(
     if remote:  # object storage: a staging prefix, episodes.json published last
         storage_paths.use_options(runner.options)
         storage_paths.check_output_prefix(str(output), overwrite, MANIFEST)
+        for prefix in storage_paths.remove_remote_leftovers(str(output)):
+            print(f"removed {prefix}: left by a run that did not finish", file=sys.stderr)
         staging = storage_paths.staging_prefix(str(output))
     else:
         output = Path(output)

@@ -2,9 +2,13 @@
 
 A conversion's records would otherwise cross the GroupByKey whole: the local runner keeps every
 grouped element in the launcher's memory (the whole dataset) and hands a worker a class at once.
-Instead each encoding bundle appends its TFRecord frames to one spill file per class inside the
-job's staging folder and emits a `FrameRef` (key, image hash, file, offset, length); the class
-writer reads its frames back one at a time. Local files or object-store objects alike.
+Instead each encoding bundle appends its TFRecord frames to spill files and emits a `FrameRef`
+(key, image hash, file, offset, length); the class writer reads its frames back one at a time.
+With a local staging folder a bundle writes one spill file per class there (freed as soon as
+its class is written). With object-store staging a bundle appends to one local temporary file
+and uploads it as one object when the bundle ends: one upload at a time, so a worker holds one
+upload part (episodes.records.object_uploads) whatever the number of classes in its bundle,
+where an open upload per (bundle, class) held 5 MB (S3) or 16 MB (GCS) each.
 """
 
 from __future__ import annotations
@@ -47,15 +51,29 @@ def open_output(path: str) -> BinaryIO:
     return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
+UPLOAD_CHUNK_BYTES = 2**20
+
+
 class SpillWriter:
-    """One bundle's spill files: `add` appends a frame to its class's file (opened on first use)."""
+    """One bundle's spill files: `add` appends a frame to its class's file (opened on first
+    use) in a local staging folder, or to the bundle's one local temporary file that `close`
+    uploads as one object into an object-store staging prefix."""
 
     def __init__(self, staging_dir: str):
         self.folder = FileSystems.join(staging_dir, SPILL_FOLDER)
         self.tag = uuid.uuid4().hex
         self.files: dict[int, tuple[str, BinaryIO, list[int]]] = {}
+        self.remote = is_remote(staging_dir)
+        self.local_file: BinaryIO | None = None
+        self.remote_path = join(self.folder, f"b-{self.tag}.frames")
 
     def add(self, class_id: int, key: str, sha256: bytes, frame: bytes) -> FrameRef:
+        if self.remote:
+            if self.local_file is None:
+                self.local_file = tempfile.TemporaryFile(prefix="fewshot-spill-")
+            offset = self.local_file.tell()
+            self.local_file.write(frame)
+            return FrameRef(key, sha256, self.remote_path, offset, len(frame))
         if class_id not in self.files:
             path = FileSystems.join(self.folder, f"c{class_id:06d}-{self.tag}.frames")
             self.files[class_id] = (path, open_output(path), [0])
@@ -66,9 +84,16 @@ class SpillWriter:
         return ref
 
     def close(self) -> None:
+        """Close the local spill files, or upload the bundle's frames as one object."""
         for _, stream, _ in self.files.values():
             stream.close()
         self.files = {}
+        if self.local_file is not None:
+            local, self.local_file = self.local_file, None
+            with local:
+                local.seek(0)
+                with create_stream(self.remote_path) as out:
+                    shutil.copyfileobj(local, out, UPLOAD_CHUNK_BYTES)
 
 
 def frames_in_order(refs: list[FrameRef]) -> Iterator[bytes]:

@@ -416,3 +416,81 @@ def test_remote_zip_opens_as_a_seekable_stream(s3, omniglot):
         with zipfile.ZipFile(stream) as archive:
             names = [n for n in archive.namelist() if n.endswith(".png")]
             assert names and archive.read(names[-1])[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _open_uploads(s3: S3Server, bucket: str = "out") -> list[str]:
+    listed = s3.client.list_multipart_uploads(Bucket=bucket)
+    return [u["Key"] for u in listed.get("Uploads", [])]
+
+
+def test_s3_writer_puts_small_objects_and_aborts_failed_multipart_uploads(s3):
+    from episodes.records.object_uploads import S3ObjectWriter
+
+    part = 5 * 2**20  # S3's smallest part
+    with S3ObjectWriter(s3.client, "s3://out/writer/small.bin", part) as out:
+        out.write(b"x" * 1000)
+    assert s3.objects("s3://out/writer") == {"small.bin": b"x" * 1000}
+    assert _open_uploads(s3) == []  # one PUT, no multipart upload at all
+    data = bytes(range(256)) * (11 * 2**20 // 256)
+    with S3ObjectWriter(s3.client, "s3://out/writer/large.bin", part) as out:
+        for i in range(0, len(data), 2**20):
+            out.write(data[i : i + 2**20])
+        assert len(out.buffer) < part and len(out.parts) == 2  # one part held at most
+    assert s3.objects("s3://out/writer")["large.bin"] == data
+    with pytest.raises(RuntimeError, match="stop"):
+        with S3ObjectWriter(s3.client, "s3://out/writer/failed.bin", part) as out:
+            out.write(data)
+            assert _open_uploads(s3) == ["writer/failed.bin"]
+            raise RuntimeError("stop")
+    assert _open_uploads(s3) == [] and "failed.bin" not in s3.objects("s3://out/writer")
+
+
+HOLD_AN_UPLOAD = """
+import sys, time
+from apache_beam.options.pipeline_options import PipelineOptions
+from episodes.records import storage_paths
+storage_paths.use_options(PipelineOptions(sys.argv[2:]))
+out = storage_paths.create_stream(sys.argv[1])
+out.write(b"z" * (9 * 2**20))  # one part sent: a multipart upload is open
+print("uploading", flush=True)
+time.sleep(600)
+"""
+
+
+def test_killed_runs_leave_no_upload_after_the_next_run(s3, omniglot, tmp_path, capsys):
+    """kill -9 of a process in the middle of an upload into a staging prefix leaves an open
+    multipart upload and staging objects; the next conversion to that output removes both."""
+    staging = "s3://out/revived/.omniglot.tmp-1-dead"
+    s3.client.put_object(Bucket="out", Key="revived/.omniglot.tmp-1-dead/_spill/a", Body=b"a")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_AN_UPLOAD, f"{staging}/0.tfrecords", *s3.flags],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "uploading"
+    finally:
+        holder.kill()  # SIGKILL: nothing of the process runs any more
+        holder.wait()
+    assert _open_uploads(s3) == ["revived/.omniglot.tmp-1-dead/0.tfrecords"]
+    capsys.readouterr()
+    argv = ["--source", "omniglot", "--input", "s3://raw/omniglot"]
+    assert convert_cli.main(argv + ["--output", "s3://out/revived/omniglot"] + s3.flags) == 0
+    assert _open_uploads(s3) == []
+    assert not [k for k in s3.objects("s3://out") if ".tmp-" in k]
+    err = capsys.readouterr().err
+    assert f"removed {staging}: left by a run that did not finish" in err
+
+
+def test_failed_job_aborts_the_uploads_of_its_staging_prefix(s3):
+    from beam_pipelines.conversion import abort_output
+    from episodes.records import storage_paths
+
+    storage_paths.use_options(s3.runner().options)
+    staging = storage_paths.staging_prefix("s3://out/aborted/omniglot")
+    out = storage_paths.create_stream(f"{staging}/_spill/b.frames")
+    out.write(b"q" * (9 * 2**20))
+    s3.client.put_object(Bucket="out", Key=staging[len("s3://out/") :] + "/0.index", Body=b"i")
+    assert len(_open_uploads(s3)) == 1
+    abort_output(staging)  # what a failed or interrupted conversion runs
+    assert _open_uploads(s3) == [] and s3.objects("s3://out/aborted") == {}

@@ -6,8 +6,13 @@ Object stores have no folders and no rename, so:
     through the few pathlib calls they use (`/`, `iterdir`, `is_dir`, `is_file`, `open` ...);
     workers read single objects by URL (`read_bytes`, `open_binary`);
   - an output folder is written under a hidden staging prefix beside it; on success the files
-    are copied to the output and the commit marker (`dataset_spec.json`, `episodes.json`) is
-    copied last, so a folder without its marker is an unfinished one (`publish_staged`).
+    are copied to the output (server-side copies, PUBLISH_THREADS at once, with progress lines)
+    and the commit marker (`dataset_spec.json`, `episodes.json`) is copied last, so a folder
+    without its marker is an unfinished one (`publish_staged`);
+  - S3 objects are written by episodes.records.object_uploads (one PUT when small, one part in
+    memory, multipart uploads aborted on failure); a failed job's staging prefix and its open
+    uploads are removed (`discard_prefix`), and a later run to the same output removes what
+    killed runs left (`remove_remote_leftovers`).
 """
 
 from __future__ import annotations
@@ -110,6 +115,14 @@ _S3_FIELDS = (
 )
 
 
+READ_BUFFER_BYTES = 2**20  # per open S3 stream (Beam's default is 16 MiB)
+
+
+def _s3_client() -> Any:
+    """The boto3 client of `_s3io()` (thread-safe; shared by the publishing threads)."""
+    return _s3io().client.client
+
+
 def _s3io() -> Any:
     """One S3 client per process and options. Beam's S3FileSystem builds a new boto3 client for
     every open (about 0.4 s each here), which would dominate per-image reads."""
@@ -133,7 +146,11 @@ def _s3io() -> Any:
 
 def _open_object(path: str, mode: str) -> IO[bytes]:
     if FileSystems.get_scheme(path) == "s3":
-        return _s3io().open(path, mode)
+        if mode == "wb":
+            from episodes.records.object_uploads import S3ObjectWriter
+
+            return S3ObjectWriter(_s3_client(), path)
+        return _s3io().open(path, mode, read_buffer_size=READ_BUFFER_BYTES)
     if mode == "rb":
         return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
@@ -161,8 +178,9 @@ def read_bytes(path: str) -> bytes:
 
 
 def create_stream(url: str) -> IO[bytes]:
-    """A binary stream writing one object (into a staging prefix: closing it on an error
-    publishes a partial object there, which the failed job's cleanup removes)."""
+    """A binary stream writing one object. On S3 a `with` block that raises publishes
+    nothing (the upload is aborted); elsewhere a partial object may stay in the staging
+    prefix, which the failed job's cleanup removes."""
     try:
         return _open_object(url, "wb")
     except Exception as exc:
@@ -327,8 +345,7 @@ def publish_staged(staging: str, url: str, marker: str) -> list[str]:
     if marker in old:
         FileSystems.delete([join(url, marker)])
     names = sorted(n for n in staged if n != marker)
-    if names:
-        FileSystems.copy([join(staging, n) for n in names], [join(url, n) for n in names])
+    copy_objects(staging, url, {n: staged[n] for n in names})
     stale = sorted(set(old) - set(staged))
     if stale:
         FileSystems.delete([join(url, n) for n in stale])
@@ -343,14 +360,96 @@ def publish_staged(staging: str, url: str, marker: str) -> list[str]:
     return names + [marker]
 
 
+PUBLISH_THREADS = 16
+SINGLE_COPY_LIMIT = 5 * 2**30  # S3's CopyObject limit; larger objects use a multipart copy
+
+
+def copy_objects(source: str, target: str, sizes: dict[str, int], label: str = "publish") -> None:
+    """Copy the objects `sizes` ({relative name: bytes}) from the prefix `source` to `target`:
+    server-side copies, PUBLISH_THREADS at a time, with a progress line every few seconds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from episodes.util.progress_lines import ProgressLines
+
+    if not sizes:
+        return
+    s3 = FileSystems.get_scheme(source) == "s3" and FileSystems.get_scheme(target) == "s3"
+    client = _s3_client() if s3 else None
+
+    def copy_one(name: str) -> None:
+        src, dst = join(source, name), join(target, name)
+        try:
+            if client is None:
+                FileSystems.copy([src], [dst])
+                return
+            (src_bucket, src_key), (dst_bucket, dst_key) = _bucket_key(src), _bucket_key(dst)
+            if sizes[name] < SINGLE_COPY_LIMIT:
+                client.copy_object(
+                    Bucket=dst_bucket,
+                    Key=dst_key,
+                    CopySource={"Bucket": src_bucket, "Key": src_key},
+                )
+            else:
+                client.copy({"Bucket": src_bucket, "Key": src_key}, dst_bucket, dst_key)
+        except Exception as exc:
+            raise OSError(errno.EIO, f"cannot copy to {dst} ({_reason(exc)})", src) from None
+
+    progress = ProgressLines(label, len(sizes), "objects")
+    with ThreadPoolExecutor(PUBLISH_THREADS, thread_name_prefix="publish") as pool:
+        for _ in pool.map(copy_one, sorted(sizes)):
+            progress.advance()
+
+
+def _bucket_key(url: str) -> tuple[str, str]:
+    bucket, _, key = url.split("://", 1)[1].partition("/")
+    return bucket, key
+
+
+def abort_open_uploads(url: str) -> int:
+    """Abort the S3 multipart uploads open under the prefix `url` (0 on other stores, whose
+    unfinished uploads are neither listed nor billed); how many."""
+    if FileSystems.get_scheme(str(url)) != "s3":
+        return 0
+    from episodes.records.object_uploads import abort_uploads
+
+    return abort_uploads(_s3_client(), str(url))
+
+
 def discard_prefix(url: str) -> None:
-    """Delete every object under `url` (a failed job's staging prefix); errors are ignored."""
+    """Delete every object under `url` (a failed job's staging prefix) and abort the uploads
+    still open there; errors are ignored."""
+    try:
+        abort_open_uploads(folder_url(url) + "/")
+    except Exception:  # best effort: the next run to this output tries again
+        pass
     try:
         names = list_objects(url)
         if names:
             FileSystems.delete([join(url, n) for n in names])
     except Exception:  # best effort: a leftover staging prefix is hidden and harmless
         pass
+
+
+def remove_remote_leftovers(url: str) -> list[str]:
+    """Remove what killed runs writing the output `url` left: their staging prefixes
+    (`.NAME.tmp-*` beside it) and the multipart uploads open there; the prefixes removed.
+
+    Object storage has no locks, so two runs writing one output at once are not supported
+    (each would publish over the other); a run removes every leftover of its own output."""
+    parent, _, name = folder_url(url).rpartition("/")
+    pattern = f"{parent}/.{name}.tmp-"
+    try:
+        (result,) = FileSystems.match([pattern + "**"])
+        objects = [m.path for m in result.metadata_list]
+    except Exception as exc:
+        raise OSError(errno.EIO, f"cannot list objects ({_reason(exc)})", url) from None
+    prefixes = sorted({pattern + p[len(pattern) :].split("/", 1)[0] for p in objects})
+    aborted = abort_open_uploads(pattern)
+    if objects:
+        FileSystems.delete(objects)
+    if aborted and not prefixes:
+        prefixes = [pattern + "*"]
+    return prefixes
 
 
 def load_remote_spec(url: str) -> Any:
