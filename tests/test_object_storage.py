@@ -23,6 +23,7 @@ from beam_pipelines import verify as verify_cli
 from beam_pipelines.conversion import convert
 from beam_pipelines.runner_options import make_runner
 from beam_pipelines.sources.dtd import DTDSource
+from beam_pipelines.sources.ilsvrc import TRAIN_TAR, IlsvrcSource
 from beam_pipelines.sources.omniglot import OmniglotSource
 from beam_pipelines.sources.traffic_sign import TrafficSignSource
 from episodes import fetch as fetch_cli
@@ -30,9 +31,16 @@ from episodes.reader import EpisodeReader
 from episodes.records.dataset_spec import SpecError
 from episodes.sampler_config import SamplerConfig
 from tests.conftest import make_local_runner
+from tests.raw_fixtures.aircraft import write_aircraft_fixture
 from tests.raw_fixtures.dtd import write_dtd_fixture
+from tests.raw_fixtures.fixture_info import published_classes
+from tests.raw_fixtures.fungi import write_fungi_fixture
+from tests.raw_fixtures.ilsvrc import write_ilsvrc_fixture
+from tests.raw_fixtures.mscoco import write_mscoco_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
+from tests.raw_fixtures.quickdraw import write_quickdraw_fixture
 from tests.raw_fixtures.traffic_sign import write_traffic_sign_fixture
+from tests.raw_fixtures.vgg_flower import write_vgg_flower_fixture
 
 KEY = "testing"
 
@@ -279,11 +287,90 @@ def test_bad_remote_input_fails_before_the_pipeline(s3, capsys):
 
 
 def test_other_sources_refuse_remote_input_up_front(capsys):
-    argv = ["--source", "quickdraw", "--input", "s3://raw/quickdraw", "--output", "s3://out/qd"]
+    argv = ["--source", "cifar100", "--input", "s3://raw/cifar", "--output", "s3://out/cifar"]
     assert convert_cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert "quickdraw source reads local files only" in err and "\n" not in err
-    assert "omniglot" in err and "dtd" in err and "cu_birds" in err and "traffic_sign" in err
+    assert "cifar100 source reads local files only" in err and "\n" not in err
+    for name in ("omniglot", "ilsvrc_2012", "quickdraw", "mscoco", "fungi", "aircraft"):
+        assert name in err
+    assert "vgg_flower" in err and "dtd" in err and "cu_birds" in err and "traffic_sign" in err
+
+
+def _some_classes(dataset: str, count: int = 6) -> list[str]:
+    """`count` classes of the published split, spread over it (a seeded split is used)."""
+    every = published_classes(dataset)
+    return every[:: max(1, len(every) // count)][:count]
+
+
+def _remote_root(s3: S3Server, raw: Path, fixture_root: Path, url: str) -> str:
+    """Upload the raw folder `raw` to `url`; the URL of the fixture's input folder there."""
+    s3.upload(raw, url)
+    relative = fixture_root.relative_to(raw).as_posix()
+    return url if relative == "." else f"{url}/{relative}"
+
+
+@pytest.mark.parametrize(
+    "name, write",
+    [
+        ("mscoco", write_mscoco_fixture),
+        ("fungi", write_fungi_fixture),
+        ("aircraft", write_aircraft_fixture),
+        ("vgg_flower", write_vgg_flower_fixture),
+    ],
+)
+def test_annotated_sources_read_s3_input(s3, tmp_path, name, write):
+    """Annotation files (COCO JSON, variant lists, a MATLAB file) and images read from s3."""
+    from beam_pipelines.sources import get_source_class
+
+    fixture = write(tmp_path / "raw", classes=_some_classes(name), images_per_class=1)
+    remote_root = _remote_root(s3, tmp_path / "raw", fixture.root, f"s3://raw/{name}")
+    source = get_source_class(name)(random_split=True)
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    convert(source, fixture.root, local, make_local_runner(1))
+    convert(source, remote_root, remote, s3.runner())
+    _same_dataset(_files(remote), local, remote_root)
+
+
+@pytest.mark.parametrize("layout", ["tar", "tars"])
+def test_imagenet_archives_s3_to_s3_are_byte_identical_to_local(s3, tmp_path, layout, capsys):
+    """The training tar of per-synset tars (or the folder of synset tars) in a bucket: planned
+    from tar headers read in place, each class streamed by a worker, nothing downloaded."""
+    fixture = write_ilsvrc_fixture(tmp_path / "raw", layout=layout)
+    remote_root = _remote_root(s3, tmp_path / "raw", fixture.root, f"s3://raw/imagenet_{layout}")
+    options = ["--source", "ilsvrc_2012", "--ilsvrc-allow-missing-classes"]
+    local = tmp_path / "local"
+    assert convert_cli.main([*options, "--input", str(fixture.root), "--output", str(local)]) == 0
+    out = f"s3://out/imagenet_{layout}"
+    workers = ["--direct_num_workers", "2"] if layout == "tar" else []
+    argv = [*options, "--input", remote_root, "--output", out, *workers]
+    assert convert_cli.main(argv + s3.flags) == 0
+    assert f"Converted ilsvrc_2012 -> {out}" in capsys.readouterr().out
+    _same_dataset(s3.objects(out), local, remote_root)
+    _no_staging_left(s3)
+    assert _open_uploads(s3) == []
+
+
+def test_imagenet_training_tar_named_by_its_object_url(s3, tmp_path):
+    fixture = write_ilsvrc_fixture(tmp_path / "raw", layout="tar")
+    url = _remote_root(s3, tmp_path / "raw", fixture.root, "s3://raw/imagenet_object")
+    plan = IlsvrcSource(ilsvrc_allow_missing_classes=True).plan(f"{url}/{TRAIN_TAR}")
+    local = IlsvrcSource(ilsvrc_allow_missing_classes=True).plan(fixture.root / TRAIN_TAR)
+    assert [c.name for c in plan.classes] == [c.name for c in local.classes]
+    assert [u.expected_items for u in plan.units] == [u.expected_items for u in local.units]
+    assert plan.units[0].payload[1:3] == ("member", f"{url}/{TRAIN_TAR}")
+
+
+def test_quickdraw_s3_to_s3_is_byte_identical_to_local(s3, tmp_path):
+    """Rows read with one ranged read per unit; the truncated file is reported as locally."""
+    classes = _some_classes("quickdraw")
+    fixture = write_quickdraw_fixture(tmp_path / "raw", classes=classes, images_per_class=5)
+    remote_root = _remote_root(s3, tmp_path / "raw", fixture.root, "s3://raw/quickdraw")
+    options = ["--source", "quickdraw", "--quickdraw-chunk-rows", "2", "--random-split"]
+    local = tmp_path / "local"
+    assert convert_cli.main([*options, "--input", str(fixture.root), "--output", str(local)]) == 0
+    argv = [*options, "--input", remote_root, "--output", "s3://out/quickdraw"]
+    assert convert_cli.main(argv + s3.flags) == 0
+    _same_dataset(s3.objects("s3://out/quickdraw"), local, remote_root)
 
 
 @pytest.mark.parametrize(
@@ -494,3 +581,54 @@ def test_failed_job_aborts_the_uploads_of_its_staging_prefix(s3):
     assert len(_open_uploads(s3)) == 1
     abort_output(staging)  # what a failed or interrupted conversion runs
     assert _open_uploads(s3) == [] and s3.objects("s3://out/aborted") == {}
+
+
+def test_all_sources_from_a_bucket_root_to_a_bucket(s3, tmp_path, capsys):
+    """`convert --all` on a bucket root: every source that reads object storage converted to
+    OUT_ROOT/<dataset> in one pipeline, identical to a local --all run; one that reads local
+    files only is skipped with the reason."""
+    raw = tmp_path / "raw"
+    (raw / "omniglot").mkdir(parents=True)
+    write_omniglot_fixture(raw / "omniglot", drawers=2)
+    write_traffic_sign_fixture(raw, images_per_class=2)
+    (raw / "cifar100" / "cifar-100-python").mkdir(parents=True)
+    (raw / "cifar100" / "cifar-100-python" / "meta").write_bytes(b"not read")
+    s3.upload(raw, "s3://raw/all")
+    only = ["--sources", "omniglot,traffic_sign,cifar100"]
+    local = tmp_path / "local"
+    assert convert_cli.main(["--all", "--input", str(raw), "--output", str(local), *only]) == 0
+    assert "cifar-100-python" in capsys.readouterr().out  # locally: skipped for its layout
+    argv = ["--all", "--input", "s3://raw/all", "--output", "s3://out/all", *only]
+    assert convert_cli.main(argv + s3.flags) == 0
+    printed = capsys.readouterr().out
+    assert "cifar100 source reads local files only" in printed
+    for name in ("omniglot", "traffic_sign"):
+        remote = s3.objects(f"s3://out/all/{name}")
+        expected = _files(local / name)
+        assert sorted(remote) == sorted(expected)
+        assert [n for n in expected if n != "dataset_spec.json" and remote[n] != expected[n]] == []
+    _no_staging_left(s3)
+
+
+def test_learners_name_fetch_for_a_remote_dataset():
+    from learners.episode_source import dataset_dirs
+
+    with pytest.raises(FileNotFoundError, match="episodes.fetch --dataset s3://out/x --output"):
+        dataset_dirs("s3://out/x")
+
+
+def test_progress_counts_reach_the_launcher_through_object_storage(s3):
+    """Encoders on any runner count into the staging prefix; the launcher sums the counts."""
+    from beam_pipelines.conversion_progress import ImageCounter, counted_images, progress_folder
+    from episodes.records import storage_paths
+
+    storage_paths.use_options(s3.runner().options)
+    staging = "s3://out/.progress.tmp-1-x"
+    counters = [ImageCounter(staging) for _ in range(3)]
+    for n, counter in enumerate(counters, 1):
+        for _ in range(n * 4):
+            counter.advance()
+        counter.flush()
+    assert counted_images(progress_folder(staging)) == 4 + 8 + 12
+    storage_paths.discard_prefix(staging)
+    assert counted_images(progress_folder(staging)) == 0

@@ -95,6 +95,16 @@ def list_objects(url: str) -> dict[str, int]:
     }
 
 
+def _object_size(url: str) -> int | None:
+    """The size of the object `url`, or None if there is none."""
+    try:
+        (result,) = FileSystems.match([url])
+    except Exception:
+        return None
+    sizes = [int(m.size_in_bytes) for m in result.metadata_list if m.path == url]
+    return sizes[0] if sizes else None
+
+
 def _reason(exc: BaseException) -> str:
     inner = getattr(exc, "exception_details", None)
     if isinstance(inner, dict) and inner:
@@ -156,11 +166,15 @@ def _open_object(path: str, mode: str) -> IO[bytes]:
     return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def open_binary(path: str) -> IO[bytes]:
-    """A seekable binary stream of a local file or of one object (for zip archives)."""
+def open_binary(path: str, buffer_bytes: int | None = None) -> IO[bytes]:
+    """A seekable binary stream of a local file or of one object (for zip and tar archives);
+    `buffer_bytes`: how much an object read fetches at least (small to list archive headers,
+    large to stream members)."""
     if not is_remote(path):
         return open(path, "rb")
     try:
+        if buffer_bytes is not None and FileSystems.get_scheme(str(path)) == "s3":
+            return _s3io().open(str(path), "rb", read_buffer_size=buffer_bytes)
         return _open_object(path, "rb")
     except Exception as exc:
         raise OSError(errno.EIO, f"cannot open ({_reason(exc)})", path) from None
@@ -229,9 +243,16 @@ class ObjectPath:
 
     @classmethod
     def listed(cls, url: str) -> ObjectPath:
-        """List every object under `url` once (one recursive listing) and return its root."""
+        """List every object under `url` once (one recursive listing) and return its root;
+        a URL naming one object (an archive) gives that object, in a listing of it alone."""
         url = folder_url(url)
-        return cls(_Listing(url, list_objects(url)))
+        listing = list_objects(url)
+        if not listing:
+            size = _object_size(url)
+            if size is not None:
+                parent, _, name = url.rpartition("/")
+                return cls(_Listing(parent, {name: size}), name)
+        return cls(_Listing(url, listing))
 
     def __truediv__(self, name: str) -> ObjectPath:
         name = str(name).strip("/")
@@ -286,6 +307,24 @@ class ObjectPath:
             raise NotADirectoryError(errno.ENOTDIR, "not a folder (no objects below it)", str(self))
         for name in sorted(self._listing.children[self._rel]):
             yield self / name
+
+    def glob(self, pattern: str) -> Iterator[ObjectPath]:
+        """The entries of this folder whose names match `pattern` (one level, fnmatch)."""
+        import fnmatch
+
+        if "/" in pattern or "**" in pattern:
+            raise ValueError(f"{self}: only one-level patterns are supported, not {pattern!r}")
+        if self.is_dir():
+            for path in self.iterdir():
+                if fnmatch.fnmatchcase(path.name, pattern):
+                    yield path
+
+    def relative_to(self, other: ObjectPath) -> str:
+        """This path below `other` as a relative name (a str: objects have no relative paths)."""
+        base = str(other).rstrip("/") + "/"
+        if not str(self).startswith(base):
+            raise ValueError(f"{self} is not below {other}")
+        return str(self)[len(base) :]
 
     def stat(self) -> _Stat:
         if not self.is_file():
