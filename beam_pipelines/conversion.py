@@ -153,6 +153,7 @@ def convert(
             f"--input {input_path}: the {source.name} source reads local files only; copy the "
             f"raw files to a local folder (remote --input: {', '.join(remote_input_sources())})"
         )
+    runner.check_storage(input_path, output)
     output = str(output) if storage_paths.is_remote(output) else Path(output)
     lock = lock_local_output(output)
     try:

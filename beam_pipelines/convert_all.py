@@ -233,6 +233,7 @@ def convert_all(
     folders or object-storage URLs); `configs` holds the sources' options (default: each
     source's defaults)."""
     storage_paths.use_options(runner.options)
+    runner.check_storage(input_root, output_root)
     input_root = storage_paths.input_location(input_root)
     output_root = output_location(output_root)
     if not input_root.is_dir():

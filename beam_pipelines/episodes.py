@@ -195,6 +195,7 @@ def write_episode_shards(
     remote = storage_paths.is_remote(output)
     if remote:  # object storage: a staging prefix, episodes.json published last
         storage_paths.use_options(runner.options)
+        runner.check_storage(output)
         storage_paths.check_output_prefix(str(output), overwrite, MANIFEST)
         for prefix in storage_paths.remove_remote_leftovers(str(output)):
             print(f"removed {prefix}: left by a run that did not finish", file=sys.stderr)

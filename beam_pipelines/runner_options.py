@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from episodes.records.storage_paths import unknown_local_flags
+from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
+from episodes.records.storage_paths import is_remote, unknown_local_flags
 
 LOCAL_RUNNER_NAMES = {"directrunner", "direct", "fnapirunner", "local"}
 DASK_RUNNER_NAMES = {"daskrunner", "dask", "apache_beam.runners.dask.dask_runner.daskrunner"}
@@ -34,6 +35,14 @@ class RunnerChoice:
     options: PipelineOptions
     is_local: bool
     description: str
+    storage_timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def check_storage(self, *locations) -> None:
+        """One quick access check of each object-storage URL among `locations` (see
+        episodes.records.storage_access), before any long work."""
+        for location in locations:
+            if location is not None and is_remote(location):
+                check_access(str(location), self.options, self.storage_timeout_s)
 
 
 def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +53,7 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
         help="Beam runner: DirectRunner (local, default, never downloads), DataflowRunner, "
         "FlinkRunner, SparkRunner, ... ; runner-specific flags are passed through",
     )
+    add_storage_timeout_argument(group)
     group.add_argument(
         "--direct_num_workers",
         type=int,
@@ -52,7 +62,34 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_storage_timeout_argument(parser) -> None:
+    parser.add_argument(
+        "--storage-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long the one access check of an s3:// or gs:// URL waits before saying what "
+        f"is missing (default {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def storage_timeout(args: argparse.Namespace) -> float:
+    """`--storage-timeout`, checked: a positive, finite number of seconds."""
+    value = getattr(args, "storage_timeout", DEFAULT_TIMEOUT_S)
+    if not (0 < value < float("inf")):
+        raise ValueError(f"--storage-timeout {value}: expected a positive number of seconds")
+    return value
+
+
 def make_runner(args: argparse.Namespace, beam_args: list[str]) -> RunnerChoice:
+    """Runner instance and options for the parsed flags (`make_runner_only`), with the
+    `--storage-timeout` its access checks use."""
+    choice = make_runner_only(args, beam_args)
+    choice.storage_timeout_s = storage_timeout(args)
+    return choice
+
+
+def make_runner_only(args: argparse.Namespace, beam_args: list[str]) -> RunnerChoice:
     """Runner instance and options for the parsed `--runner` / `--direct_num_workers`.
 
     The local runner would ignore any flag left for Beam other than the file-system ones, so

@@ -23,6 +23,7 @@ import numpy as np
 from PIL import Image
 
 from beam_pipelines.old_positional import parse_with_one_dataset
+from beam_pipelines.runner_options import add_storage_timeout_argument, storage_timeout
 from episodes.fetch import is_remote, require_local_dataset
 from episodes.images.decoded_cache import verify_cache
 from episodes.images.image_size_limit import use_image_size_limit
@@ -36,6 +37,7 @@ from episodes.records.record_index import (
     keep_index,
     read_index,
 )
+from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
 from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
 from episodes.util.cli_style import (
     CommandParser,
@@ -240,7 +242,9 @@ def format_report(report: VerifyReport) -> str:
     return "\n".join(lines)
 
 
-def verify_remote(url: str, beam_args: list[str], decode: bool) -> int:
+def verify_remote(
+    url: str, beam_args: list[str], decode: bool, storage_timeout_s: float = DEFAULT_TIMEOUT_S
+) -> int:
     """Verify a dataset in object storage: refuse it without its spec (an unfinished
     conversion), else fetch it to a temporary folder and verify that copy."""
     import tempfile
@@ -258,8 +262,10 @@ def verify_remote(url: str, beam_args: list[str], decode: bool) -> int:
             file=sys.stderr,
         )
         return 2
-    storage_paths.use_options(PipelineOptions(beam_args))
+    options = PipelineOptions(beam_args)
+    storage_paths.use_options(options)
     try:
+        check_access(url, options, storage_timeout_s)
         if SPEC_FILENAME not in storage_paths.list_objects(url):
             print(
                 f"{url}: FAILED: incomplete: no {SPEC_FILENAME} (the conversion did not "
@@ -271,7 +277,9 @@ def verify_remote(url: str, beam_args: list[str], decode: bool) -> int:
             report = verify_dataset(local, decode=decode)
             print(format_report(report).replace(str(local), url))
     except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from episodes.util.cli_errors import fault_line
+
+        print(f"error: {fault_line(exc)}", file=sys.stderr)
         return 2
     return 0 if report.ok else 1
 
@@ -286,6 +294,7 @@ def build_parser() -> CommandParser:
         help="converted dataset folder (with dataset_spec.json), or its gs:// / s3:// URL",
     )
     parser.add_argument("--no-decode", action="store_true", help="skip decoding images (faster)")
+    add_storage_timeout_argument(parser)
     parser.add_argument(
         "--write-index",
         action="store_true",
@@ -304,7 +313,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args, dataset = parse_with_one_dataset(parser, argv, "check")
     if is_remote(dataset) or beam_args:
-        return verify_remote(dataset, beam_args, decode=not args.no_decode)
+        try:
+            timeout = storage_timeout(args)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return verify_remote(
+            dataset, beam_args, decode=not args.no_decode, storage_timeout_s=timeout
+        )
     path = Path(dataset)
     if not path.is_dir():
         print(f"error: {path}: not a folder; expected a converted dataset folder", file=sys.stderr)

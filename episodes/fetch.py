@@ -24,6 +24,7 @@ from episodes.records.local_dataset import (  # noqa: F401  (re-exported: their 
     is_remote,
     require_local_dataset,
 )
+from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
 from episodes.util.atomic_files import replace_folder, staging_folder
 from episodes.util.cli_errors import UserError, run_main
 from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
@@ -97,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_dataset_argument(parser, several=False, help="remote dataset folder (s3://..., gs://...)")
     parser.add_argument("--output", metavar="DIR", required=True, help="local folder to create")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing folder")
+    parser.add_argument(
+        "--storage-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long the one access check of the URL waits before saying what is missing "
+        f"(default {DEFAULT_TIMEOUT_S:g})",
+    )
     parser.add_old_positional("url", "--dataset")
     parser.add_old_positional("local", "--output")
     return parser
@@ -114,7 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UserError(f"unknown option(s) {' '.join(unknown)} (file-system flags only)")
     if not storage_paths.is_remote(url):
         raise UserError(f"{url}: not a URL (s3://, gs://, ...); a local folder needs no fetch")
-    storage_paths.use_options(PipelineOptions(beam_args))
+    if not 0 < args.storage_timeout < float("inf"):
+        raise UserError(f"--storage-timeout {args.storage_timeout}: expected a positive number")
+    options = PipelineOptions(beam_args)
+    storage_paths.use_options(options)
+    check_access(url, options, args.storage_timeout)
     folder, files, size = fetch(url, args.output, args.overwrite)
     print(f"fetched {files} files ({size / 2**20:,.1f} MiB) from {url} into {folder}")
     return 0

@@ -632,3 +632,57 @@ def test_progress_counts_reach_the_launcher_through_object_storage(s3):
     assert counted_images(progress_folder(staging)) == 4 + 8 + 12
     storage_paths.discard_prefix(staging)
     assert counted_images(progress_folder(staging)) == 0
+
+
+NO_AWS_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": None,
+    "AWS_SECRET_ACCESS_KEY": None,
+    "AWS_SESSION_TOKEN": None,
+    "AWS_PROFILE": None,
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
+    "AWS_CONFIG_FILE": "/nonexistent/config",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def _run_cli(module: str, args: list[str], env_changes: dict) -> tuple[int, str, float]:
+    """Run `python -m module args` in a fresh process; (exit code, stderr, seconds)."""
+    env = dict(os.environ)
+    for key, value in env_changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    return done.returncode, done.stderr.strip(), time.monotonic() - start
+
+
+@pytest.mark.parametrize(
+    "module, args",
+    [
+        ("beam_pipelines.convert", ["--source", "omniglot", "--output", "/tmp/never", "--input"]),
+        ("episodes.fetch", ["--output", "/nonexistent/never", "--dataset"]),
+        ("beam_pipelines.verify", ["--dataset"]),
+    ],
+    ids=["convert", "fetch", "verify"],
+)
+def test_unreachable_store_or_no_credentials_give_one_line_at_once(module, args, s3):
+    """What the user lacks is named in one line within --storage-timeout, before any work
+    (Beam's own retries took 7-8 minutes)."""
+    closed = _free_port()  # nothing listens there
+    keys = ["--s3_access_key_id=k", "--s3_secret_access_key=k", "--s3_region_name=us-east-1"]
+    url = "s3://nope/x"
+    unreachable = [f"--s3_endpoint_url=http://127.0.0.1:{closed}", *keys, "--storage-timeout=2"]
+    rc, err, seconds = _run_cli(module, [*args, url, *unreachable], {})
+    assert rc == 2 and seconds < 60, err
+    assert err.count("\n") == 0 and url in err and "no answer from http://127.0.0.1" in err
+    assert "--storage-timeout 2 s" in err
+    no_keys = [f"--s3_endpoint_url={s3.endpoint}", "--s3_region_name=us-east-1"]
+    rc, err, _ = _run_cli(module, [*args, url, *no_keys], NO_AWS_CREDENTIALS)
+    assert rc == 2 and err.count("\n") == 0 and url in err, err
+    assert "no S3 credentials found" in err and "--s3_access_key_id" in err
+    rc, err, _ = _run_cli(module, [*args, url, *s3.flags], {})
+    assert rc == 2 and err.count("\n") == 0 and "no bucket 'nope'" in err, err

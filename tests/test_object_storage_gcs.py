@@ -22,7 +22,7 @@ from tests.conftest import make_local_runner
 from tests.raw_fixtures.ilsvrc import write_ilsvrc_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.raw_fixtures.quickdraw import write_quickdraw_fixture
-from tests.test_object_storage import _same_dataset, _some_classes
+from tests.test_object_storage import _free_port, _run_cli, _same_dataset, _some_classes
 
 storage = pytest.importorskip("google.cloud.storage")
 
@@ -156,3 +156,16 @@ def test_failed_gs_run_publishes_nothing(gcs, tmp_path):
         convert(FailingOmniglot(), remote_root, "gs://out/doomed/omniglot", gcs.runner())
     assert gcs.objects("gs://out/doomed") == {}
     _no_staging_left(gcs)
+
+
+def test_gs_access_faults_are_one_line_at_once(gcs, tmp_path):
+    argv = ["--source", "omniglot", "--output", str(tmp_path / "never"), "--input"]
+    rc, err, _ = _run_cli("beam_pipelines.convert", [*argv, "gs://nope/x", *gcs.flags], {})
+    assert rc == 2 and err.count("\n") == 0, err
+    assert "gs://nope/x: no bucket 'nope'" in err
+    closed = {"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{_free_port()}"}
+    flags = [*gcs.flags, "--storage-timeout=2"]
+    rc, err, seconds = _run_cli("beam_pipelines.convert", [*argv, "gs://raw/x", *flags], closed)
+    assert rc == 2 and err.count("\n") == 0 and seconds < 60, err
+    assert "gs://raw/x: no answer from http://127.0.0.1" in err and "--storage-timeout 2 s" in err
+    assert not (tmp_path / "never").exists()
