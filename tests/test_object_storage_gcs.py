@@ -169,3 +169,21 @@ def test_gs_access_faults_are_one_line_at_once(gcs, tmp_path):
     assert rc == 2 and err.count("\n") == 0 and seconds < 60, err
     assert "gs://raw/x: no answer from http://127.0.0.1" in err and "--storage-timeout 2 s" in err
     assert not (tmp_path / "never").exists()
+
+
+def test_decode_workers_start_after_a_default_socket_timeout(tmp_path):
+    """Beam's GCS client calls socket.setdefaulttimeout(60), which makes every new socket
+    non-blocking; the reader's decode workers (a socket pair each) must still start."""
+    from episodes.reader import EpisodeReader
+    from episodes.sampler_config import SamplerConfig
+    from tests.test_reader_fixtures import write_dataset
+
+    toy = write_dataset(tmp_path / "toy")
+    saved = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(60)
+    try:
+        config = SamplerConfig.fixed(3, 1, 1)
+        with EpisodeReader([str(toy.root)], "test", config, seed=3, decode_processes=2) as reader:
+            assert reader.episode(0).support_images.shape[0] == 3
+    finally:
+        socket.setdefaulttimeout(saved)

@@ -21,6 +21,7 @@ import errno
 import io
 import os
 import posixpath
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -113,6 +114,7 @@ def _reason(exc: BaseException) -> str:
 
 
 _S3IO_CACHE: dict[tuple, Any] = {}
+_S3IO_LOCK = threading.Lock()
 _S3_FIELDS = (
     "s3_endpoint_url",
     "s3_access_key_id",
@@ -134,8 +136,10 @@ def _s3_client() -> Any:
 
 
 def _s3io() -> Any:
-    """One S3 client per process and options. Beam's S3FileSystem builds a new boto3 client for
-    every open (about 0.4 s each here), which would dominate per-image reads."""
+    """One S3 client per process, thread and options. Beam's S3FileSystem builds a new boto3
+    client for every open (about 0.4 s each here), which would dominate per-image reads; one
+    per thread, since Beam's client keeps the state of its current download (threads sharing
+    it interleave their ranged reads: fetch's threads, the progress thread)."""
     from apache_beam.io.aws import s3io
     from apache_beam.options.pipeline_options import PipelineOptions, S3Options
     from apache_beam.options.value_provider import RuntimeValueProvider
@@ -147,11 +151,14 @@ def _s3io() -> Any:
         settings = tuple(getattr(s3, name) for name in _S3_FIELDS)
     else:  # a plain dict on some runners' workers
         settings = tuple((options or {}).get(name) for name in _S3_FIELDS)
-    key = (os.getpid(), settings)
-    if key not in _S3IO_CACHE:
-        _S3IO_CACHE.clear()
-        _S3IO_CACHE[key] = s3io.S3IO(options=options)
-    return _S3IO_CACHE[key]
+    key = (os.getpid(), threading.get_ident(), settings)
+    with _S3IO_LOCK:
+        if key not in _S3IO_CACHE:
+            stale = [k for k in _S3IO_CACHE if k[0] != key[0] or k[2] != key[2]]
+            for old in stale:  # another process's (forked) or other options' clients
+                del _S3IO_CACHE[old]
+            _S3IO_CACHE[key] = s3io.S3IO(options=options)
+        return _S3IO_CACHE[key]
 
 
 def _open_object(path: str, mode: str) -> IO[bytes]:
