@@ -686,3 +686,20 @@ def test_unreachable_store_or_no_credentials_give_one_line_at_once(module, args,
     assert "no S3 credentials found" in err and "--s3_access_key_id" in err
     rc, err, _ = _run_cli(module, [*args, url, *s3.flags], {})
     assert rc == 2 and err.count("\n") == 0 and "no bucket 'nope'" in err, err
+
+
+def test_omniglot_s3_to_s3_on_a_dask_cluster_is_byte_identical(s3, omniglot, capsys):
+    """Dask worker processes get the S3 options from the launcher (a worker plugin), as Beam's
+    harness gives them on other runners: staging, spill and publishing in the bucket."""
+    distributed = pytest.importorskip("distributed")
+    _, local = omniglot
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        argv = ["--source", "omniglot", "--input", "s3://raw/omniglot", "--output"]
+        dask = ["--runner", "DaskRunner", f"--dask_client_address={cluster.scheduler_address}"]
+        assert convert_cli.main([*argv, "s3://out/omniglot_dask", *dask, *s3.flags]) == 0
+    assert "DaskRunner" in capsys.readouterr().out
+    _same_dataset(s3.objects("s3://out/omniglot_dask"), local, "s3://raw/omniglot")
+    _no_staging_left(s3)
+    assert _open_uploads(s3) == []
