@@ -703,3 +703,56 @@ def test_omniglot_s3_to_s3_on_a_dask_cluster_is_byte_identical(s3, omniglot, cap
     _same_dataset(s3.objects("s3://out/omniglot_dask"), local, "s3://raw/omniglot")
     _no_staging_left(s3)
     assert _open_uploads(s3) == []
+
+
+CTRL_C_MID_UPLOAD = """
+import sys, time
+from beam_pipelines.conversion import convert
+from beam_pipelines.runner_options import make_runner
+from beam_pipelines.sources.omniglot import OmniglotSource
+from episodes.records import storage_paths
+import argparse
+
+class SlowUpload(OmniglotSource):
+    def read_unit(self, unit):
+        out = storage_paths.create_stream(f"{self.staging}/big.bin")
+        out.write(b"z" * (9 * 2**20))  # one part sent: a multipart upload is open
+        print("uploading", flush=True)
+        time.sleep(600)
+        return super().read_unit(unit)
+
+source = SlowUpload()
+runner = make_runner(argparse.Namespace(runner="DirectRunner", direct_num_workers=1), sys.argv[1:])
+import beam_pipelines.conversion as conversion
+begin = conversion.begin_output
+def remembered(output, overwrite):
+    source.staging = begin(output, overwrite)
+    return source.staging
+conversion.begin_output = remembered
+convert(source, "s3://raw/omniglot", "s3://out/ctrlc/omniglot", runner, exit_on_ctrl_c=True)
+"""
+
+
+def test_ctrl_c_mid_upload_aborts_it(s3, omniglot):
+    """SIGINT while a worker's multipart upload is open: the conversion stops (exit 130), its
+    staging prefix is removed and the upload aborted at once, no later run needed."""
+    import signal
+
+    run = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_MID_UPLOAD, *s3.flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert run.stdout.readline().strip() == "uploading"
+        assert [k for k in _open_uploads(s3) if k.startswith("ctrlc/")]
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, err
+    assert "interrupted" in err and "staging folder removed" in err
+    assert [k for k in _open_uploads(s3) if k.startswith("ctrlc/")] == []
+    assert s3.objects("s3://out/ctrlc") == {}
