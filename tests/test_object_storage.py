@@ -447,7 +447,7 @@ def test_fetch_brings_back_what_the_reader_reads(s3, omniglot, tmp_path, capsys)
     notes = capsys.readouterr().err
     assert "note: the positional URL is now --dataset URL" in notes
     assert "note: the positional LOCAL is now --output LOCAL" in notes
-    # verify reads a finished remote dataset through a temporary copy.
+    # verify checks a finished remote dataset class by class, without copying it first.
     assert verify_cli.main(["s3://out/fetchme", "--no-decode"] + s3.flags) == 0
     assert "OK" in capsys.readouterr().out
 
@@ -756,3 +756,26 @@ def test_ctrl_c_mid_upload_aborts_it(s3, omniglot):
     assert "interrupted" in err and "staging folder removed" in err
     assert [k for k in _open_uploads(s3) if k.startswith("ctrlc/")] == []
     assert s3.objects("s3://out/ctrlc") == {}
+
+
+def test_remote_verify_matches_local_and_names_a_damaged_object(s3, omniglot, capsys):
+    from beam_pipelines.verify import verify_dataset, verify_remote_dataset
+    from episodes.records import storage_paths
+
+    _, local = omniglot
+    s3.upload(local, "s3://out/checked")
+    storage_paths.use_options(s3.runner().options)
+    remote = verify_remote_dataset("s3://out/checked", progress=False)
+    here = verify_dataset(local, progress=False)
+    assert remote.ok and here.ok
+    assert (remote.records, remote.bytes, remote.image_sizes) == (
+        here.records,
+        here.bytes,
+        here.image_sizes,
+    )
+    data = bytearray((local / "3.tfrecords").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte inside a record
+    s3.client.put_object(Bucket="out", Key="checked/3.tfrecords", Body=bytes(data))
+    assert verify_cli.main(["--dataset", "s3://out/checked"] + s3.flags) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "class 3" in out and "fewshot-verify" not in out
