@@ -6,6 +6,7 @@ folders get one clear line."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import socket
@@ -478,6 +479,13 @@ def test_episode_shards_to_s3_match_local(s3, omniglot, tmp_path):
     assert shards_cli.main(argv + ["--output", "s3://out/shards"] + s3.flags) == 0
     assert s3.objects("s3://out/shards") == _files(tmp_path / "shards")
     _no_staging_left(s3)
+    # each worker hashed its shard while writing it; the files published are those hashed
+    manifest = json.loads((tmp_path / "shards" / "episodes.json").read_text())
+    hashes = [
+        hashlib.sha256((tmp_path / "shards" / f).read_bytes()).hexdigest()
+        for f in manifest["files"]
+    ]
+    assert manifest["sha256"] == hashes and not (tmp_path / "shards" / "_sha256").exists()
 
 
 def test_embeddings_to_s3_match_local(s3, tmp_path):
