@@ -406,7 +406,7 @@ def publish_staged(staging: str, url: str, marker: str) -> list[str]:
     return names + [marker]
 
 
-PUBLISH_THREADS = 16
+PUBLISH_THREADS = 10  # boto3 keeps 10 connections per client: more threads would wait
 SINGLE_COPY_LIMIT = 5 * 2**30  # S3's CopyObject limit; larger objects use a multipart copy
 
 
