@@ -597,8 +597,8 @@ def test_all_sources_from_a_bucket_root_to_a_bucket(s3, tmp_path, capsys):
     files only is skipped with the reason."""
     raw = tmp_path / "raw"
     (raw / "omniglot").mkdir(parents=True)
-    write_omniglot_fixture(raw / "omniglot", drawers=2)
-    write_traffic_sign_fixture(raw, images_per_class=2)
+    write_omniglot_fixture(raw / "omniglot", drawers=1)
+    write_traffic_sign_fixture(raw, images_per_class=1)
     (raw / "cifar100" / "cifar-100-python").mkdir(parents=True)
     (raw / "cifar100" / "cifar-100-python" / "meta").write_bytes(b"not read")
     s3.upload(raw, "s3://raw/all")
@@ -688,6 +688,8 @@ def test_unreachable_store_or_no_credentials_give_one_line_at_once(module, args,
     assert rc == 2 and seconds < 60, err
     assert err.count("\n") == 0 and url in err and "no answer from http://127.0.0.1" in err
     assert "--storage-timeout 2 s" in err
+    if module != "beam_pipelines.convert":  # the same check: the other cases once, by convert
+        return
     no_keys = [f"--s3_endpoint_url={s3.endpoint}", "--s3_region_name=us-east-1"]
     rc, err, _ = _run_cli(module, [*args, url, *no_keys], NO_AWS_CREDENTIALS)
     assert rc == 2 and err.count("\n") == 0 and url in err, err
