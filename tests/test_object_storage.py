@@ -789,3 +789,10 @@ def test_remote_verify_matches_local_and_names_a_damaged_object(s3, omniglot, ca
     assert verify_cli.main(["--dataset", "s3://out/checked"] + s3.flags) == 1
     out = capsys.readouterr().out
     assert "FAILED" in out and "class 3" in out and "fewshot-verify" not in out
+
+
+def test_a_bare_bucket_is_refused_as_an_output(s3, capsys):
+    argv = ["--source", "omniglot", "--input", "s3://raw/omniglot", "--output", "s3://out"]
+    assert convert_cli.main(argv + s3.flags) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "s3://out: an output must be a folder inside the bucket" in err

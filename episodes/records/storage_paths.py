@@ -363,8 +363,18 @@ def input_location(path: str | os.PathLike) -> Path | ObjectPath:
     return ObjectPath.listed(str(path)) if is_remote(path) else Path(path)
 
 
+def require_output_folder(url: str) -> None:
+    """An output in object storage must be a folder inside a bucket: its staging prefix lies
+    beside it, in the same bucket. ValueError for a bare bucket."""
+    if "/" not in folder_url(url).split("://", 1)[-1]:
+        raise ValueError(
+            f"{url}: an output must be a folder inside the bucket, e.g. {folder_url(url)}/NAME"
+        )
+
+
 def staging_prefix(url: str) -> str:
     """A fresh hidden prefix beside the output folder `url` for a job to write into."""
+    require_output_folder(url)
     parent, _, name = folder_url(url).rpartition("/")
     return f"{parent}/.{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
@@ -482,6 +492,7 @@ def remove_remote_leftovers(url: str) -> list[str]:
 
     Object storage has no locks, so two runs writing one output at once are not supported
     (each would publish over the other); a run removes every leftover of its own output."""
+    require_output_folder(url)
     parent, _, name = folder_url(url).rpartition("/")
     pattern = f"{parent}/.{name}.tmp-"
     try:
