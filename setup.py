@@ -38,9 +38,16 @@ setup(
     ],
     extras_require={
         "dev": ["pytest>=8", "ruff>=0.6"],
-        # Object storage through Beam's FileSystems: s3:// needs boto3, gs:// Beam's GCP extra.
+        # Object storage through Beam's FileSystems: s3:// needs boto3; gs:// Beam's GCS client
+        # (google-auth-httplib2 makes Beam use Google credentials; BUILD.md, object storage).
         "s3": ["boto3>=1.34"],
-        "gcs": ["apache-beam[gcp]>=2.60"],
+        "gcs": [
+            "google-cloud-storage>=2.14",
+            "google-apitools>=0.5.31",
+            "google-auth-httplib2>=0.2",
+        ],
+        # `--runner DaskRunner` (beam_pipelines.dask_runner), as Beam's own dask extra.
+        "dask": ["dask>=2024.4.2", "distributed>=2024.4.2"],
         # GPU JPEG decoding (decode_device="cuda"): the torchvision built for the CUDA torch
         # installed (BUILD.md, GPU install); NVML for the feed benchmark's GPU utilisation.
         "gpu": ["torchvision>=0.18", "nvidia-ml-py>=12"],

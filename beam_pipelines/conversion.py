@@ -112,10 +112,19 @@ def remote_input_sources() -> list[str]:
     return sorted(name for name, cls in SOURCES.items() if cls.remote_input)
 
 
+def remove_remote_leftovers(output: str) -> None:
+    """Remove the staging prefixes and open multipart uploads that killed runs writing the
+    remote `output` left, naming each on stderr."""
+    for prefix in storage_paths.remove_remote_leftovers(str(output)):
+        print(f"removed {prefix}: left by a run that did not finish", file=sys.stderr)
+
+
 def lock_local_output(output: Path | str) -> OutputLock | None:
     """Lock a local output folder (refusing a second conversion to it) and remove what dead
-    runs left beside it, naming each on stderr; None for object storage (no locks there)."""
+    runs left beside it, naming each on stderr; for object storage (no locks there) only the
+    leftovers are removed, and None returned."""
     if storage_paths.is_remote(output):
+        remove_remote_leftovers(str(output))
         return None
     lock = acquire_output_lock(output)
     try:
@@ -145,6 +154,7 @@ def convert(
             f"--input {input_path}: the {source.name} source reads local files only; copy the "
             f"raw files to a local folder (remote --input: {', '.join(remote_input_sources())})"
         )
+    runner.check_storage(input_path, output)
     output = str(output) if storage_paths.is_remote(output) else Path(output)
     lock = lock_local_output(output)
     try:

@@ -1,10 +1,12 @@
-"""One progress line for a local conversion, however many worker processes encode images.
+"""One progress line for a conversion, however many workers encode images, on any runner.
 
-Each encoder counts its images in a small file of the job's scratch folder (local staging
-folders only); a thread of the launcher sums the files every few seconds and prints
-`[convert] done/planned images (rate, ETA)` against the plan's real total. On object storage
-(cluster runners, whose own UI shows progress) the encoders count without files and print
-nothing.
+Each encoder counts its images in a small file of the job's scratch folder (`_spill/` of the
+staging folder: a local file, or an object of the staging prefix in object storage, rewritten
+at most every second locally and every REMOTE_WRITE_EVERY_S seconds in object storage); a
+thread of the launcher sums them every few seconds and prints `[convert] done/planned images
+(rate, ETA)` against the plan's real total. Beam's own metrics would do on some runners only
+(the local runner and Dask report none while a job runs); files work wherever the workers
+can write the staging folder, which every conversion needs anyway.
 """
 
 from __future__ import annotations
@@ -16,46 +18,69 @@ import uuid
 from pathlib import Path
 
 from beam_pipelines.frame_spill import SPILL_FOLDER
-from episodes.records.storage_paths import is_remote
+from episodes.records.storage_paths import is_remote, join, list_objects, read_bytes, write_bytes
 from episodes.util.atomic_files import write_text_atomically
 from episodes.util.progress_lines import ProgressLines
 
 WRITE_EVERY_S = 1.0
+REMOTE_WRITE_EVERY_S = 5.0  # one small PUT per encoder every 5 s at most
 PREFIX = "progress-"
 
 
-def progress_folder(staging_dir: str | os.PathLike) -> Path | None:
-    """Where the encoders of a job count, or None for an object-store staging prefix."""
-    return None if is_remote(staging_dir) else Path(staging_dir) / SPILL_FOLDER
+def progress_folder(staging_dir: str | os.PathLike) -> Path | str:
+    """Where the encoders of a job count: a local folder or an object-store prefix."""
+    if is_remote(staging_dir):
+        return join(str(staging_dir), SPILL_FOLDER)
+    return Path(staging_dir) / SPILL_FOLDER
 
 
 class ImageCounter:
-    """An encoder's count, written to its own file at most every WRITE_EVERY_S seconds."""
+    """An encoder's count, written to its own file or object at most every few seconds."""
 
     def __init__(self, staging_dir: str):
         folder = progress_folder(staging_dir)
-        self.path = None
-        if folder is not None:
-            self.path = folder / f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.remote = isinstance(folder, str)
+        self.path = join(folder, name) if self.remote else folder / name
+        self.every_s = REMOTE_WRITE_EVERY_S if self.remote else WRITE_EVERY_S
         self.count = 0
+        self.flushed = 0
         self.written = 0.0
 
     def advance(self) -> None:
         self.count += 1
-        if self.path is not None and time.monotonic() - self.written >= WRITE_EVERY_S:
+        if time.monotonic() - self.written >= self.every_s:
             self.flush()
 
     def flush(self) -> None:
-        if self.path is not None:
+        if self.count == self.flushed and self.written:
+            return
+        if self.remote:
+            try:
+                write_bytes(self.path, str(self.count).encode())
+            except OSError:  # progress only: the conversion itself goes on
+                pass
+        else:
             write_text_atomically(self.path, str(self.count))
-            self.written = time.monotonic()
+        self.flushed, self.written = self.count, time.monotonic()
 
 
-def counted_images(folder: Path) -> int:
-    total = 0
-    for path in folder.glob(f"{PREFIX}*"):
+def counted_images(folder: Path | str) -> int:
+    """The sum of the encoders' counts under `folder` (a local folder or a prefix)."""
+    if isinstance(folder, str):
         try:
-            total += int(path.read_text() or 0)
+            names = [n for n in list_objects(folder) if n.startswith(PREFIX)]
+        except OSError:
+            return 0
+        paths = [join(folder, n) for n in names]
+        read = read_bytes
+    else:
+        paths = list(folder.glob(f"{PREFIX}*"))
+        read = Path.read_bytes
+    total = 0
+    for path in paths:
+        try:
+            total += int(read(path) or 0)
         except (OSError, ValueError):  # replaced while read: the next poll counts it
             continue
     return total
@@ -84,8 +109,7 @@ class ProgressReporter:
                 self.lines.advance(done - self.lines.count)
 
     def __enter__(self) -> ProgressReporter:
-        if self.folder is not None:
-            self._thread.start()
+        self._thread.start()
         return self
 
     def __exit__(self, exc_type, *_) -> None:

@@ -13,6 +13,10 @@ temporary folder; all are moved into place (OUT_ROOT/<dataset>/) only when the w
 succeeded. Per-source options (e.g. --quickdraw-max-per-class) apply to their source;
 `--splits-dir DIR` replaces the published split of a dataset by DIR/<dataset>_splits.json or
 DIR/<dataset>.json where such a file exists.
+
+RAW_ROOT and OUT_ROOT may be object-storage URLs (a bucket root, `s3://bucket/raw`): the root is
+listed once, the sources that read object storage are planned from that listing (the others
+are reported as skipped, with the reason), and each dataset is published under OUT_ROOT.
 """
 
 from __future__ import annotations
@@ -123,6 +127,20 @@ class AllSourcesReport:
         return "\n".join(lines + self.notes)
 
 
+class RemoteRoot(str):
+    """An object-storage output root: `root / name` is the URL of a dataset folder below it."""
+
+    def __truediv__(self, name: str) -> str:
+        return storage_paths.join(str(self), name)
+
+
+def output_location(root: str | Path) -> Path | RemoteRoot:
+    """The output root as a local Path or a RemoteRoot URL."""
+    if storage_paths.is_remote(root):
+        return RemoteRoot(storage_paths.folder_url(str(root)))
+    return Path(root)
+
+
 def source_folder(root: Path, source: str) -> Path | None:
     """The sub-folder of `root` holding `source`'s raw data, if any."""
     for name in SOURCES[source].raw_folder_names():
@@ -173,10 +191,15 @@ def plan_sources(
     """Find and plan every source under `input_root`; wrong layouts become 'skipped'."""
     outcomes = []
     datasets: dict[str, str] = {}
+    remote = storage_paths.is_remote(input_root)
     for name in candidate_sources(only):
         outcome = SourceOutcome(name, source_folder(input_root, name))
         outcomes.append(outcome)
         if outcome.folder is None:
+            continue
+        if remote and not SOURCES[name].remote_input:
+            outcome.status = "skipped"
+            outcome.reason = f"the {name} source reads local files only; copy it to a local folder"
             continue
         try:
             source: Source = SOURCES[name](configs.get(name))
@@ -206,9 +229,13 @@ def convert_all(
     only: list[str] | None = None,
     exit_on_ctrl_c: bool = False,
 ) -> AllSourcesReport:
-    """Convert every source found under `input_root` in one pipeline into `output_root`;
-    `configs` holds the sources' options (default: each source's defaults)."""
-    input_root, output_root = Path(input_root), Path(output_root)
+    """Convert every source found under `input_root` in one pipeline into `output_root` (local
+    folders or object-storage URLs); `configs` holds the sources' options (default: each
+    source's defaults)."""
+    storage_paths.use_options(runner.options)
+    runner.check_storage(input_root, output_root)
+    input_root = storage_paths.input_location(input_root)
+    output_root = output_location(output_root)
     if not input_root.is_dir():
         raise LayoutError(f"{input_root}: not a folder; expected one sub-folder per source")
     outcomes = plan_sources(input_root, configs or {}, only)
@@ -226,7 +253,8 @@ def convert_all(
     with ExitStack() as locks:  # one conversion per output folder at a time
         for outcome in planned:
             lock = lock_local_output(output_root / outcome.plan.dataset_name)
-            locks.callback(lock.release)
+            if lock is not None:
+                locks.callback(lock.release)
         ctrl_c_locks = locks if exit_on_ctrl_c else None
         return _convert_planned(planned, report, output_root, runner, overwrite, ctrl_c_locks)
 
@@ -281,7 +309,9 @@ def _convert_planned(
         raise
     report.seconds = time.monotonic() - start
     for outcome in planned:
-        outcome.spec = load_spec(output_root / outcome.plan.dataset_name)
+        output = output_root / outcome.plan.dataset_name
+        remote = storage_paths.is_remote(output)
+        outcome.spec = storage_paths.load_remote_spec(str(output)) if remote else load_spec(output)
         outcome.status = "converted"
     return report
 
@@ -318,18 +348,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"missing {', '.join('--' + m for m in missing)}")
     if getattr(args, "split_file", None):
         parser.error("--split-file names one dataset's split; with --all use --splits-dir DIR")
-    if any(storage_paths.is_remote(p) for p in (args.input, args.output)):
-        parser.error(
-            "--all reads and writes local folders; convert object-storage URLs one "
-            "source at a time (--source NAME, see README 'Running at scale')"
-        )
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     only = [s.strip() for s in args.sources.split(",") if s.strip()] if args.sources else None
     configs = configs_from_args(args, candidate_sources(only), args.splits_dir)
     runner = make_runner(args, beam_args)
     report = convert_all(
-        Path(args.input),
-        Path(args.output),
+        args.input,
+        args.output,
         runner,
         configs,
         overwrite=args.overwrite,

@@ -112,10 +112,19 @@ def _shard_stream(staging: str, name: str) -> Iterator[BinaryIO]:
         yield out
 
 
+HASH_FOLDER = "_sha256"  # in the staging folder: each shard's SHA-256, removed before publishing
+
+
+def hash_path(staging: str, name: str) -> str:
+    return storage_paths.join(staging, HASH_FOLDER, f"{name}.sha256")
+
+
 def write_shard(job: ShardJob, shard: int, reader: EpisodeReader) -> dict[str, Any]:
-    """Write shard `shard` of `job` into the staging folder; return its file and count."""
+    """Write shard `shard` of `job` into the staging folder, and its SHA-256 (computed while
+    writing, so the launcher never reads the shards again); return its file and count."""
     name = shard_file_name(shard, job.num_shards)
     count = 0
+    digest = hashlib.sha256()
     indices = shard_indices(shard, job.num_shards, job.start, job.num_episodes)
     bar = ProgressLines(f"episodes shard {shard}", len(indices), "episodes")
     with _shard_stream(job.staging, name) as out:
@@ -131,9 +140,14 @@ def write_shard(job: ShardJob, shard: int, reader: EpisodeReader) -> dict[str, A
                 class_names=[names[c] for c in description.class_ids],
                 sampler_config=job.config,
             )
-            out.write(frame_record(payload))
+            frame = frame_record(payload)
+            out.write(frame)
+            digest.update(frame)
             count += 1
             bar.advance()
+    if not storage_paths.is_remote(job.staging):
+        Path(job.staging, HASH_FOLDER).mkdir(exist_ok=True)
+    storage_paths.write_bytes(hash_path(job.staging, name), digest.hexdigest().encode())
     return {"shard": shard, "file": name, "episodes": count}
 
 
@@ -179,8 +193,24 @@ def manifest_for(job: ShardJob, reader: EpisodeReader, staging: Path | str) -> d
             len(shard_indices(s, job.num_shards, job.start, job.num_episodes))
             for s in range(job.num_shards)
         ],
-        "sha256": [sha256_of(storage_paths.join(staging, f)) for f in files],
+        "sha256": [shard_sha256(str(staging), f) for f in files],
     }
+
+
+def shard_sha256(staging: str, name: str) -> str:
+    """The SHA-256 its worker wrote for shard `name` (or, if none, hashed from the shard)."""
+    try:
+        return storage_paths.read_bytes(hash_path(staging, name)).decode()
+    except OSError:
+        return sha256_of(storage_paths.join(staging, name))
+
+
+def remove_hashes(staging: str) -> None:
+    """Remove the workers' SHA-256 files before the shards are published."""
+    if storage_paths.is_remote(staging):
+        storage_paths.discard_prefix(storage_paths.join(staging, HASH_FOLDER))
+    else:
+        shutil.rmtree(Path(staging, HASH_FOLDER), ignore_errors=True)
 
 
 def write_episode_shards(
@@ -216,7 +246,10 @@ def _write_episode_shards(
     remote = storage_paths.is_remote(output)
     if remote:  # object storage: a staging prefix, episodes.json published last
         storage_paths.use_options(runner.options)
+        runner.check_storage(output)
         storage_paths.check_output_prefix(str(output), overwrite, MANIFEST)
+        for prefix in storage_paths.remove_remote_leftovers(str(output)):
+            print(f"removed {prefix}: left by a run that did not finish", file=sys.stderr)
         staging = storage_paths.staging_prefix(str(output))
     else:
         output = Path(output)
@@ -263,6 +296,7 @@ def _write_episode_shards(
                     | "WriteShard" >> beam.ParDo(WriteShardFn(job))
                 )
         manifest = manifest_for(job, reader, staging)
+        remove_hashes(str(staging))
         text = json.dumps(manifest, indent=1) + "\n"
         if remote:
             storage_paths.write_bytes(storage_paths.join(staging, MANIFEST), text.encode())

@@ -4,8 +4,10 @@ Beam's `DirectRunner` first tries the Prism runner, which downloads a Go binary 
 Local runs therefore use the FnApiRunner (what DirectRunner falls back to) directly: in memory
 for one worker, `multi_processing` for `--direct_num_workers N > 1`, whose worker processes run
 `python -m beam_pipelines.local_worker` (Beam's harness without Ctrl-C tracebacks and start-up
-warnings; it ends with its launcher). Any other `--runner` (DataflowRunner, FlinkRunner,
-SparkRunner, PortableRunner, PrismRunner) and its flags go to Beam unchanged.
+warnings; it ends with its launcher). `--runner DaskRunner` (a `dask.distributed` cluster) is
+beam_pipelines.dask_runner. Any other `--runner` (DataflowRunner, FlinkRunner, SparkRunner,
+PortableRunner, PrismRunner) and its flags go to Beam unchanged; `--direct_num_workers` above 1
+is refused with them (it would be ignored: their workers are set by their own flags).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from episodes.records.storage_paths import unknown_local_flags
+from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
+from episodes.records.storage_paths import is_remote, unknown_local_flags
 
 LOCAL_RUNNER_NAMES = {"directrunner", "direct", "fnapirunner", "local"}
+DASK_RUNNER_NAMES = {"daskrunner", "dask", "apache_beam.runners.dask.dask_runner.daskrunner"}
 LOG_LEVEL_FLAG = "--default_sdk_harness_log_level"
 # Where the local runner re-logs what its worker processes log.
 RELAYED_WORKER_LOGGER = "apache_beam.runners.portability.local_job_service"
@@ -31,6 +35,14 @@ class RunnerChoice:
     options: PipelineOptions
     is_local: bool
     description: str
+    storage_timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def check_storage(self, *locations) -> None:
+        """One quick access check of each object-storage URL among `locations` (see
+        episodes.records.storage_access), before any long work."""
+        for location in locations:
+            if location is not None and is_remote(location):
+                check_access(str(location), self.options, self.storage_timeout_s)
 
 
 def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +53,7 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
         help="Beam runner: DirectRunner (local, default, never downloads), DataflowRunner, "
         "FlinkRunner, SparkRunner, ... ; runner-specific flags are passed through",
     )
+    add_storage_timeout_argument(group)
     group.add_argument(
         "--direct_num_workers",
         type=int,
@@ -49,7 +62,34 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_storage_timeout_argument(parser) -> None:
+    parser.add_argument(
+        "--storage-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long the one access check of an s3:// or gs:// URL waits before saying what "
+        f"is missing (default {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def storage_timeout(args: argparse.Namespace) -> float:
+    """`--storage-timeout`, checked: a positive, finite number of seconds."""
+    value = getattr(args, "storage_timeout", DEFAULT_TIMEOUT_S)
+    if not (0 < value < float("inf")):
+        raise ValueError(f"--storage-timeout {value}: expected a positive number of seconds")
+    return value
+
+
 def make_runner(args: argparse.Namespace, beam_args: list[str]) -> RunnerChoice:
+    """Runner instance and options for the parsed flags (`make_runner_only`), with the
+    `--storage-timeout` its access checks use."""
+    choice = make_runner_only(args, beam_args)
+    choice.storage_timeout_s = storage_timeout(args)
+    return choice
+
+
+def make_runner_only(args: argparse.Namespace, beam_args: list[str]) -> RunnerChoice:
     """Runner instance and options for the parsed `--runner` / `--direct_num_workers`.
 
     The local runner would ignore any flag left for Beam other than the file-system ones, so
@@ -90,8 +130,33 @@ def make_runner(args: argparse.Namespace, beam_args: list[str]) -> RunnerChoice:
         return RunnerChoice(
             runner, options, True, f"DirectRunner (FnApiRunner, {mode}, {workers} worker(s))"
         )
+    if args.direct_num_workers > 1:
+        raise ValueError(
+            f"--direct_num_workers {args.direct_num_workers} applies to the DirectRunner only; "
+            f"{name} sets its workers with its own flags (e.g. --sdk_worker_parallelism, "
+            "--num_workers, or the Dask cluster's size)"
+        )
+    if name.lower() in DASK_RUNNER_NAMES:
+        return _dask_runner(beam_args)
     options = PipelineOptions(list(beam_args) + [f"--runner={name}"])
     return RunnerChoice(name, options, False, name)
+
+
+def _dask_runner(beam_args: list[str]) -> RunnerChoice:
+    """Beam's Dask runner as beam_pipelines.dask_runner adapts it; one line if dask is not
+    installed."""
+    try:
+        from beam_pipelines import dask_runner
+    except ImportError as exc:
+        raise ValueError(
+            f"--runner DaskRunner needs the dask and distributed packages ({exc}); install them "
+            "with `pip install dask distributed` (both pinned in requirements.lock)"
+        ) from None
+    flags = list(beam_args) + dask_runner.default_partition_flags(beam_args)
+    options = PipelineOptions(flags)
+    address = next((a for a in flags if a.startswith("--dask_client_address")), "")
+    where = address.split("=", 1)[1] if "=" in address else "a local dask cluster"
+    return RunnerChoice(dask_runner.ProjectDaskRunner(), options, False, f"DaskRunner ({where})")
 
 
 def _local_process_runner(provision):

@@ -8,6 +8,10 @@ A folder converted by the reference Meta-Dataset tool has no `.index` files: its
 checked without them (an index the reader already built in its cache folder is checked too),
 and `--write-index` writes them from the offsets just read, beside the records or, in a
 read-only folder, where the reader looks for them (`--index-cache-dir`).
+
+A dataset in object storage (`--dataset s3://...`) is verified without copying it first:
+VERIFY_THREADS classes at a time, each class's records and index streamed into a temporary
+folder, checked, and deleted (the extra disk is a few class files, not the dataset).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 from PIL import Image
 
 from beam_pipelines.old_positional import parse_with_one_dataset
+from beam_pipelines.runner_options import add_storage_timeout_argument, storage_timeout
 from episodes.fetch import is_remote, require_local_dataset
 from episodes.images.decoded_cache import verify_cache
 from episodes.images.image_size_limit import use_image_size_limit
@@ -36,6 +41,7 @@ from episodes.records.record_index import (
     keep_index,
     read_index,
 )
+from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
 from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
 from episodes.util.cli_style import (
     CommandParser,
@@ -206,6 +212,76 @@ def verify_dataset(
     return report
 
 
+VERIFY_THREADS = 4
+
+
+def verify_remote_dataset(url: str, decode: bool = True, progress: bool = True) -> VerifyReport:
+    """Verify a finished dataset in object storage (its spec present) class by class, a few
+    classes at once, each fetched into a temporary folder and deleted once checked."""
+    import os
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    from episodes.fetch import fetch_object
+    from episodes.records import storage_paths
+
+    report = VerifyReport(url)  # type: ignore[arg-type]  # shown as given
+    start = time.monotonic()
+    listing = storage_paths.list_objects(url)
+    spec = storage_paths.load_remote_spec(url)
+    report.classes = spec.num_classes
+    bar = ProgressLines("verify", spec.num_classes, "classes", enabled=progress)
+    checks: list[IndexCheck] = []
+
+    def one(class_id: int) -> tuple[int, int, list[str], Counter]:
+        records = spec.file_pattern.format(class_id)
+        index_name = os.path.splitext(records)[0] + ".index"
+        with tempfile.TemporaryDirectory(prefix="fewshot-verify-") as tmp:
+            for name in (records, index_name):
+                if name in listing:
+                    fetch_object(storage_paths.join(url, name), Path(tmp, name), listing[name])
+            check = IndexCheck(Path(tmp, "no-index-cache"))
+            checks.append(check)
+            n, size, problems, sizes = verify_class(
+                Path(tmp, records), class_id, spec.images_per_class[class_id], decode, check
+            )
+            problems = [p.replace(tmp, url) for p in problems]
+        return n, size, problems, sizes
+
+    with ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="verify") as pool:
+        for n, size, problems, sizes in pool.map(one, range(spec.num_classes)):
+            report.records += n
+            report.bytes += size
+            report.problems.extend(problems)
+            report.image_sizes.update(sizes)
+            bar.advance()
+    expected_files = {spec.file_pattern.format(c) for c in range(spec.num_classes)}
+    stray = sorted(
+        n for n in listing if n.endswith(".tfrecords") and "/" not in n and n not in expected_files
+    )
+    if stray:
+        report.problems.append(f"record files not in the spec: {stray[:5]}")
+    if any(n.startswith("decoded_") and n.endswith("/manifest.json") for n in listing):
+        report.warnings.append("decoded caches in object storage are not checked (fetch first)")
+    empty = [c for c in range(spec.num_classes) if spec.images_per_class[c] == 0]
+    if empty:
+        report.warnings.append(f"{len(empty)} classes have no images: {empty[:10]}")
+    report.unindexed = sorted(c for check in checks for c in check.unindexed)
+    if report.unindexed:
+        report.warnings.append(
+            f"{len(report.unindexed)} classes have no .index file: checked without; the "
+            "reader builds them on first use"
+        )
+    rejected = spec.provenance.get("rejected_count", 0)
+    if rejected:
+        report.warnings.append(
+            f"{rejected} raw inputs were rejected at conversion (see provenance)"
+        )
+    report.seconds = time.monotonic() - start
+    report.spec = spec  # type: ignore[attr-defined]
+    return report
+
+
 def format_report(report: VerifyReport) -> str:
     lines = [f"Verify {report.dataset_dir}"]
     spec = getattr(report, "spec", None)
@@ -240,14 +316,13 @@ def format_report(report: VerifyReport) -> str:
     return "\n".join(lines)
 
 
-def verify_remote(url: str, beam_args: list[str], decode: bool) -> int:
+def verify_remote(
+    url: str, beam_args: list[str], decode: bool, storage_timeout_s: float = DEFAULT_TIMEOUT_S
+) -> int:
     """Verify a dataset in object storage: refuse it without its spec (an unfinished
-    conversion), else fetch it to a temporary folder and verify that copy."""
-    import tempfile
-
+    conversion), else verify it class by class (`verify_remote_dataset`)."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from episodes.fetch import fetch
     from episodes.records import storage_paths
 
     unknown = storage_paths.unknown_local_flags(beam_args)
@@ -258,20 +333,22 @@ def verify_remote(url: str, beam_args: list[str], decode: bool) -> int:
             file=sys.stderr,
         )
         return 2
-    storage_paths.use_options(PipelineOptions(beam_args))
+    options = PipelineOptions(beam_args)
+    storage_paths.use_options(options)
     try:
+        check_access(url, options, storage_timeout_s)
         if SPEC_FILENAME not in storage_paths.list_objects(url):
             print(
                 f"{url}: FAILED: incomplete: no {SPEC_FILENAME} (the conversion did not "
                 "finish; convert again with --overwrite)"
             )
             return 1
-        with tempfile.TemporaryDirectory(prefix="fewshot-verify-") as tmp:
-            local, _, _ = fetch(url, Path(tmp, "dataset"))
-            report = verify_dataset(local, decode=decode)
-            print(format_report(report).replace(str(local), url))
+        report = verify_remote_dataset(url, decode=decode)
+        print(format_report(report))
     except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from episodes.util.cli_errors import fault_line
+
+        print(f"error: {fault_line(exc)}", file=sys.stderr)
         return 2
     return 0 if report.ok else 1
 
@@ -286,6 +363,7 @@ def build_parser() -> CommandParser:
         help="converted dataset folder (with dataset_spec.json), or its gs:// / s3:// URL",
     )
     parser.add_argument("--no-decode", action="store_true", help="skip decoding images (faster)")
+    add_storage_timeout_argument(parser)
     parser.add_argument(
         "--write-index",
         action="store_true",
@@ -304,7 +382,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args, dataset = parse_with_one_dataset(parser, argv, "check")
     if is_remote(dataset) or beam_args:
-        return verify_remote(dataset, beam_args, decode=not args.no_decode)
+        try:
+            timeout = storage_timeout(args)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return verify_remote(
+            dataset, beam_args, decode=not args.no_decode, storage_timeout_s=timeout
+        )
     path = Path(dataset)
     if not path.is_dir():
         print(f"error: {path}: not a folder; expected a converted dataset folder", file=sys.stderr)

@@ -2,10 +2,13 @@
 
 Small named PTransforms, in pipeline order:
   EncodeImages      decode/check/convert/encode each item into a spill file (beam_pipelines.
-                    frame_spill), emitting a small reference; bad inputs go to `rejected`
+                    frame_spill), emitting ("encoded", small reference) or ("rejected", why)
   WriteClassFiles   group the references by class id, order by item key, stream the records
                     from the spill files into the class file + index (memory stays bounded)
-  WriteSpec         one element with the class results and rejects as side inputs -> spec JSON
+  WriteSpec         the class results and rejects gathered under one key -> spec JSON
+No tagged outputs and no side inputs: every runner of the Beam model routes one PCollection per
+step the same way (Beam's Dask runner hands every tagged output to every consumer, and
+recomputes a side input's producers), so the kinds travel as the first tuple field instead.
 Records inside a class are ordered by the source's item key, so the files are byte-identical
 whatever the runner, worker count or bundle order.
 """
@@ -40,13 +43,16 @@ from episodes.records.storage_paths import write_bytes
 from episodes.records.tfrecord_io import frame_record
 
 CONVERTER_VERSION = "1"
+ENCODED = "encoded"
 REJECTED = "rejected"
+CLASS_RESULT = "class"
+SPEC_TRIGGER = "trigger"
 _LOG = logging.getLogger(__name__)
 
 
 class EncodeImagesFn(beam.DoFn):
-    """RawItem -> (class id, FrameRef) with the framed record parked in a spill file, or a
-    (path, reason) on `rejected`."""
+    """RawItem -> ("encoded", (class id, FrameRef)) with the framed record parked in a spill
+    file, or ("rejected", (path, reason))."""
 
     def __init__(self, class_index: dict[str, int], options: ImageOptions, staging_dir: str):
         self.class_index = class_index
@@ -66,20 +72,18 @@ class EncodeImagesFn(beam.DoFn):
     def process(self, item: RawItem):
         self._counter.advance()
         if item.error:
-            yield beam.pvalue.TaggedOutput(REJECTED, (item.path, item.error))
+            yield REJECTED, (item.path, item.error)
             return
         class_id = self.class_index.get(item.class_name)
         if class_id is None:
-            yield beam.pvalue.TaggedOutput(
-                REJECTED, (item.path, f"class {item.class_name!r} is not in the conversion plan")
-            )
+            yield REJECTED, (item.path, f"class {item.class_name!r} is not in the conversion plan")
             return
         try:
             encoded = process_image(item.data, self.options, item.array, item.crop_box)
         except ImageRejected as exc:
-            yield beam.pvalue.TaggedOutput(REJECTED, (item.path, str(exc)))
+            yield REJECTED, (item.path, str(exc))
             return
-        yield self.emit(class_id, item.key, encoded)
+        yield ENCODED, self.emit(class_id, item.key, encoded)
 
     def emit(self, class_id: int, key: str, encoded: bytes) -> tuple[int, FrameRef]:
         """Park the framed record in this bundle's spill file; its reference goes on."""
@@ -181,9 +185,26 @@ def build_spec(
     )
 
 
-def write_spec(
-    _, plan: ConversionPlan, results: list[dict], rejected: list, output_dir: str
+def of_kind(element: tuple[str, Any], kind: str) -> Iterable[Any]:
+    """The value of a (kind, value) element when its kind is `kind` (one branch of a step)."""
+    if element[0] == kind:
+        yield element[1]
+
+
+def write_gathered_spec(
+    gathered: tuple[Any, Iterable[tuple[str, Any]]], plan: ConversionPlan, output_dir: str
 ) -> int:
+    """`write_spec` from the one group of (kind, value) elements: class results and rejects."""
+    results, rejected = [], []
+    for kind, value in gathered[1]:
+        if kind == CLASS_RESULT:
+            results.append(value)
+        elif kind == REJECTED:
+            rejected.append(value)
+    return write_spec(plan, results, rejected, output_dir)
+
+
+def write_spec(plan: ConversionPlan, results: list[dict], rejected: list, output_dir: str) -> int:
     """Write empty files for classes without images, then dataset_spec.json."""
     done = {r["class_id"] for r in results}
     for class_id in range(len(plan.classes)):
@@ -212,25 +233,24 @@ class WriteConvertedDataset(beam.PTransform):
     output_dir: str
 
     def expand(self, items):
-        encoded = items | "EncodeImages" >> beam.ParDo(
+        coded = items | "EncodeImages" >> beam.ParDo(
             EncodeImagesFn(self.plan.class_index(), self.plan.image_options, self.output_dir)
-        ).with_outputs(REJECTED, main="encoded")
+        )
         results = (
-            encoded.encoded
+            coded
+            | "KeepEncoded" >> beam.FlatMap(of_kind, ENCODED)
             | "GroupByClass" >> beam.GroupByKey()
             | "WriteClassFiles" >> beam.Map(write_class_file, self.output_dir)
+            | "KindResults" >> beam.Map(lambda result: (CLASS_RESULT, result))
         )
+        rejected = coded | "KeepRejected" >> beam.Filter(lambda element: element[0] == REJECTED)
+        trigger = items.pipeline | "SpecTrigger" >> beam.Create([(SPEC_TRIGGER, None)])
         return (
-            items.pipeline
-            | "SpecTrigger" >> beam.Create([None])
-            | "WriteSpec"
-            >> beam.Map(
-                write_spec,
-                self.plan,
-                beam.pvalue.AsList(results),
-                beam.pvalue.AsList(encoded[REJECTED]),
-                self.output_dir,
-            )
+            (trigger, results, rejected)
+            | "GatherForSpec" >> beam.Flatten()
+            | "UnderOneKey" >> beam.Map(lambda element: (0, element))
+            | "GroupForSpec" >> beam.GroupByKey()
+            | "WriteSpec" >> beam.Map(write_gathered_spec, self.plan, self.output_dir)
         )
 
 

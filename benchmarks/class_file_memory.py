@@ -10,16 +10,25 @@ writes the class file; ru_maxrss of the launcher's children), the launcher's own
 local runner keeps the grouped images there), and the time. Run from the repository root:
 
     .venv/bin/python -m benchmarks.class_file_memory [--images 2000] [--kb 100]
+
+`--staging s3://BUCKET/PREFIX` instead compares the streaming writer with local staging (the
+baseline) against staging in object storage (the output written under that URL, so the job's
+spill and class files go there): Beam's S3 flags (`--s3_endpoint_url` ...) point at the store,
+and without them a moto S3 server is started on 127.0.0.1 for the run. `--classes N` spreads
+the images over N classes (each bundle then holds many classes: what object-store staging
+once paid an open upload for each).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import json
 import os
 import resource
+import socket
 import subprocess
 import sys
 import tempfile
@@ -84,10 +93,15 @@ def buffered_write_class_file(
 
 
 class OneLargeClassSource(Source):
-    """Every JPEG of one folder as one class, read in units of IMAGES_PER_UNIT files."""
+    """Every JPEG of one folder as one class (or image i in class i % `classes`), read in units
+    of IMAGES_PER_UNIT files."""
 
     name = "one_large_class"
     layout = "a folder of .jpg files"
+    classes = 1
+
+    def class_of(self, position: int) -> str:
+        return "large" if self.classes == 1 else f"c{position % self.classes:04d}"
 
     def plan(self, input_path: Path) -> ConversionPlan:
         files = sorted(str(p) for p in Path(input_path).glob("*.jpg"))
@@ -102,14 +116,16 @@ class OneLargeClassSource(Source):
         return ConversionPlan(
             source=self.name,
             dataset_name="large_class",
-            classes=[ClassInfo("large")],
+            classes=[ClassInfo(self.class_of(i)) for i in range(self.classes)],
             units=units,
             image_options=self.image_options(),
         )
 
     def read_unit(self, unit: WorkUnit) -> Iterator[RawItem]:
         for path in unit.payload:
-            yield RawItem("large", Path(path).name, path, data=Path(path).read_bytes())
+            position = int(Path(path).stem[3:])  # img00042.jpg
+            name = self.class_of(position)
+            yield RawItem(name, Path(path).name, path, data=Path(path).read_bytes())
 
 
 def write_jpegs(folder: Path, count: int, kb: int, seed: int = 0) -> float:
@@ -132,7 +148,14 @@ def write_jpegs(folder: Path, count: int, kb: int, seed: int = 0) -> float:
     return float(np.mean(sizes)) / 1024
 
 
-def run_one(writer: str, images: Path, output: Path, workers: int) -> dict[str, Any]:
+def run_one(
+    writer: str,
+    images: Path,
+    output: str,
+    workers: int,
+    classes: int = 1,
+    beam_args: list[str] | None = None,
+) -> dict[str, Any]:
     """One conversion in this (fresh) process; its peak RSS and its workers'."""
     from beam_pipelines import writer as writer_module
     from beam_pipelines.conversion import convert
@@ -141,9 +164,13 @@ def run_one(writer: str, images: Path, output: Path, workers: int) -> dict[str, 
     if writer == "buffered":  # today's pipeline pieces, as they were before streaming
         writer_module.EncodeImagesFn = BufferedEncodeImagesFn
         writer_module.write_class_file = buffered_write_class_file
-    runner = make_runner(argparse.Namespace(runner="DirectRunner", direct_num_workers=workers), [])
+    runner = make_runner(
+        argparse.Namespace(runner="DirectRunner", direct_num_workers=workers), beam_args or []
+    )
+    source = OneLargeClassSource()
+    source.classes = classes
     start = time.monotonic()
-    report = convert(OneLargeClassSource(), images, output, runner)
+    report = convert(source, images, output if "://" in output else Path(output), runner)
     seconds = time.monotonic() - start
     return {
         "writer": writer,
@@ -155,59 +182,147 @@ def run_one(writer: str, images: Path, output: Path, workers: int) -> dict[str, 
     }
 
 
+def run_child(writer: str, images: Path, output: str, args, beam_args: list[str]) -> dict:
+    """`run_one` in a fresh process (so that its peak RSS is its own)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.class_file_memory",
+            "--one",
+            writer,
+            "--input",
+            str(images),
+            "--output",
+            output,
+            "--workers",
+            str(args.workers),
+            "--classes",
+            str(args.classes),
+            *beam_args,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def print_result(name: str, r: dict) -> None:
+    print(
+        f"  {name:17s}  worker peak RSS {r['worker_peak_rss_mb']:7.0f} MB   launcher peak "
+        f"RSS {r['launcher_peak_rss_mb']:7.0f} MB   {r['seconds']:5.1f} s"
+    )
+
+
+def compare_writers(images: Path, tmp: str, args) -> None:
+    results = {}
+    for writer in ("buffered", "streaming"):
+        results[writer] = run_child(writer, images, str(Path(tmp) / writer), args, [])
+        print_result(writer, results[writer])
+    b, s = results["buffered"], results["streaming"]
+    assert b["records_sha256"] == s["records_sha256"], "the two writers wrote different records"
+    print(
+        f"streaming / buffered worker peak RSS: {s['worker_peak_rss_mb'] / b['worker_peak_rss_mb']:.2f} "
+        f"(records byte-identical: sha256 {s['records_sha256'][:16]}...)"
+    )
+
+
+def compare_staging(images: Path, tmp: str, args, beam_args: list[str]) -> None:
+    """The streaming writer staging locally (baseline) and in object storage."""
+    with s3_store(args.staging, beam_args) as flags:
+        local = run_child("streaming", images, str(Path(tmp) / "local"), args, [])
+        print_result("local staging", local)
+        remote = run_child("streaming", images, args.staging, args, flags)
+        print_result(f"{args.staging.split(':')[0]} staging", remote)
+    assert local["records_sha256"] == remote["records_sha256"], (
+        "the stagings wrote different records"
+    )
+    ratio = remote["worker_peak_rss_mb"] / local["worker_peak_rss_mb"]
+    print(
+        f"object-store / local staging worker peak RSS: {ratio:.2f} "
+        f"(records byte-identical: sha256 {remote['records_sha256'][:16]}...)"
+    )
+
+
+@contextlib.contextmanager
+def s3_store(url: str, beam_args: list[str]):
+    """Beam's S3 flags for `url`: the given ones, or a moto server on 127.0.0.1 started here
+    (its bucket created) and stopped after."""
+    if not url.startswith("s3://") or any(a.startswith("--s3_endpoint_url") for a in beam_args):
+        yield beam_args
+        return
+    import boto3
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the moto S3 server did not start") from None
+                time.sleep(0.2)
+        endpoint = f"http://127.0.0.1:{port}"
+        keys = ["--s3_access_key_id=bench", "--s3_secret_access_key=bench"]
+        flags = [f"--s3_endpoint_url={endpoint}", *keys, "--s3_region_name=us-east-1"]
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench",
+            region_name="us-east-1",
+        ).create_bucket(Bucket=url[len("s3://") :].split("/", 1)[0])
+        os.environ.update({"AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": "127.0.0.1"})
+        print(f"  (moto S3 server on {endpoint})")
+        yield flags + beam_args
+    finally:
+        server.terminate()
+        server.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--kb", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--classes", type=int, default=1, help="classes the images spread over")
+    parser.add_argument(
+        "--staging",
+        help="compare local staging with staging under this URL (s3://BUCKET/PREFIX)",
+    )
     parser.add_argument("--one", choices=["buffered", "streaming"], help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args, beam_args = parser.parse_known_args(argv)
     if args.one:  # a child: one conversion, one JSON line
-        print(json.dumps(run_one(args.one, Path(args.input), Path(args.output), args.workers)))
+        result = run_one(
+            args.one, Path(args.input), args.output, args.workers, args.classes, beam_args
+        )
+        print(json.dumps(result))
         return 0
     with tempfile.TemporaryDirectory(prefix="class-file-memory-") as tmp:
         images = Path(tmp) / "images"
         mean_kb = write_jpegs(images, args.images, args.kb)
         total_mb = sum(p.stat().st_size for p in images.iterdir()) / 2**20
         print(
-            f"one class of {args.images:,} JPEGs, mean {mean_kb:.0f} KB ({total_mb:.0f} MB), "
-            f"{args.workers} local worker processes"
+            f"{args.classes} class(es), {args.images:,} JPEGs, mean {mean_kb:.0f} KB "
+            f"({total_mb:.0f} MB), {args.workers} local worker processes"
         )
-        results = {}
-        for writer in ("buffered", "streaming"):
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "benchmarks.class_file_memory",
-                    "--one",
-                    writer,
-                    "--input",
-                    str(images),
-                    "--output",
-                    str(Path(tmp) / writer),
-                    "--workers",
-                    str(args.workers),
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-                cwd=Path(__file__).resolve().parents[1],
-            )
-            results[writer] = json.loads(out.stdout.strip().splitlines()[-1])
-            r = results[writer]
-            print(
-                f"  {writer:9s}  worker peak RSS {r['worker_peak_rss_mb']:7.0f} MB   launcher peak "
-                f"RSS {r['launcher_peak_rss_mb']:7.0f} MB   {r['seconds']:5.1f} s"
-            )
-        b, s = results["buffered"], results["streaming"]
-        assert b["records_sha256"] == s["records_sha256"], "the two writers wrote different records"
-        print(
-            f"streaming / buffered worker peak RSS: {s['worker_peak_rss_mb'] / b['worker_peak_rss_mb']:.2f} "
-            f"(records byte-identical: sha256 {s['records_sha256'][:16]}...)"
-        )
+        if args.staging:
+            compare_staging(images, tmp, args, beam_args)
+        else:
+            compare_writers(images, tmp, args)
     return 0
 
 

@@ -5,8 +5,10 @@ converted dataset (or an episode-shards folder) from object storage to a local f
 Any Beam `FileSystems` scheme works (gs://, s3://, ...); Beam's file-system flags
 (`--s3_endpoint_url`, `--s3_region_name`, `--project` ...) configure the store. A folder without
 its commit marker (`dataset_spec.json`, or `episodes.json` for shards) is an unfinished
-conversion and is refused. Files land in a hidden folder beside LOCAL, each checked against the
-size the listing gave, and the folder is renamed into place only when all arrived.
+conversion and is refused. Files land in a hidden folder beside LOCAL, FETCH_THREADS objects
+at a time (each streamed to its file, never whole in memory), each checked against the size
+the listing gave, with a progress line every few seconds; the folder is renamed into place
+only when all arrived.
 """
 
 from __future__ import annotations
@@ -22,11 +24,31 @@ from episodes.records.local_dataset import (  # noqa: F401  (re-exported: their 
     is_remote,
     require_local_dataset,
 )
+from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
 from episodes.util.atomic_files import replace_folder, staging_folder
 from episodes.util.cli_errors import UserError, run_main
 from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
 
 MARKERS = (SPEC_FILENAME, "episodes.json")  # converted dataset, episode shards
+FETCH_THREADS = 8
+COPY_CHUNK_BYTES = 2**20
+
+
+def fetch_object(url: str, target: Path, size: int) -> None:
+    """Stream the object `url` into the file `target`; UserError if its size is not `size`."""
+    import shutil
+
+    from episodes.records import storage_paths
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with storage_paths.open_binary(url) as stream, open(target, "wb") as out:
+        shutil.copyfileobj(stream, out, COPY_CHUNK_BYTES)
+        copied = out.tell()
+    if copied != size:
+        raise UserError(
+            f"{url}: read {copied} bytes but the listing says {size}; the object changed "
+            "during the copy, run fetch again"
+        )
 
 
 def fetch(url: str, local: str | os.PathLike, overwrite: bool = False) -> tuple[Path, int, int]:
@@ -44,20 +66,21 @@ def fetch(url: str, local: str | os.PathLike, overwrite: bool = False) -> tuple[
             f"{url}: incomplete: {len(listing)} objects but no {' or '.join(MARKERS)} (the job "
             "that wrote it did not finish; run it again with --overwrite)"
         )
+    from concurrent.futures import ThreadPoolExecutor
+
+    from episodes.util.progress_lines import ProgressLines
+
     staging = staging_folder(local)
-    total = 0
+    total = sum(listing.values())
+    progress = ProgressLines("fetch", len(listing), "files")
+
+    def copy(name: str) -> None:
+        fetch_object(storage_paths.join(url, name), staging / name, listing[name])
+
     try:
-        for name, size in sorted(listing.items()):
-            data = storage_paths.read_bytes(storage_paths.join(url, name))
-            if len(data) != size:
-                raise UserError(
-                    f"{url}/{name}: read {len(data)} bytes but the listing says {size}; the "
-                    "object changed during the copy, run fetch again"
-                )
-            target = staging / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            total += size
+        with ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="fetch") as pool:
+            for _ in pool.map(copy, sorted(listing)):
+                progress.advance()
         replace_folder(staging, local)
     except BaseException:
         import shutil
@@ -75,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_dataset_argument(parser, several=False, help="remote dataset folder (s3://..., gs://...)")
     parser.add_argument("--output", metavar="DIR", required=True, help="local folder to create")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing folder")
+    parser.add_argument(
+        "--storage-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long the one access check of the URL waits before saying what is missing "
+        f"(default {DEFAULT_TIMEOUT_S:g})",
+    )
     parser.add_old_positional("url", "--dataset")
     parser.add_old_positional("local", "--output")
     return parser
@@ -92,7 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UserError(f"unknown option(s) {' '.join(unknown)} (file-system flags only)")
     if not storage_paths.is_remote(url):
         raise UserError(f"{url}: not a URL (s3://, gs://, ...); a local folder needs no fetch")
-    storage_paths.use_options(PipelineOptions(beam_args))
+    if not 0 < args.storage_timeout < float("inf"):
+        raise UserError(f"--storage-timeout {args.storage_timeout}: expected a positive number")
+    options = PipelineOptions(beam_args)
+    storage_paths.use_options(options)
+    check_access(url, options, args.storage_timeout)
     folder, files, size = fetch(url, args.output, args.overwrite)
     print(f"fetched {files} files ({size / 2**20:,.1f} MiB) from {url} into {folder}")
     return 0

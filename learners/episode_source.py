@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from episodes.records.local_dataset import is_remote
 from learners.synthetic_episodes import (
     BlobDataset,
     BlobDatasetConfig,
@@ -120,6 +121,11 @@ def dataset_dirs(dataset: str) -> list[str]:
     """Comma-separated converted dataset folders; each must exist."""
     dirs = [d for d in dataset.split(",") if d]
     for d in dirs:
+        if is_remote(d):
+            raise FileNotFoundError(
+                f"--dataset {d}: the learners read a local folder; copy it first with `python -m "
+                f"episodes.fetch --dataset {d} --output LOCAL_FOLDER` and pass LOCAL_FOLDER"
+            )
         if not Path(d).is_dir():
             raise FileNotFoundError(f"--dataset {d}: no such folder (expected a converted dataset)")
     if not dirs:

@@ -4,12 +4,14 @@ file must be byte-identical to the DirectRunner's."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from beam_pipelines import convert as convert_cli
 from beam_pipelines.episodes import main as shards_main
+from beam_pipelines.runner_options import make_runner
 from episodes.records.dataset_spec import load_spec
 from tests.raw_fixtures.emnist import write_emnist_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
@@ -82,3 +84,10 @@ def test_episode_shards_are_byte_identical_on_the_portable_runner(tmp_path):
     assert shards_main([*common, "--output", str(tmp_path / "portable"), *PORTABLE]) == 0
     _assert_same_folders(tmp_path / "direct", tmp_path / "portable")
     assert len(list((tmp_path / "portable").glob("episodes-*.tfrecords"))) == 4
+
+
+def test_direct_num_workers_refused_for_the_portable_runner():
+    """Its SDK workers are set by its own flags: a DirectRunner worker count is refused in one
+    line, not silently ignored (one SDK worker ran whatever it said)."""
+    with pytest.raises(ValueError, match="--direct_num_workers 2 applies to the DirectRunner"):
+        make_runner(argparse.Namespace(runner="PortableRunner", direct_num_workers=2), [])

@@ -13,16 +13,16 @@ from pathlib import Path
 
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.image_file_units import FileEntry, file_units, find_layout_root
+from beam_pipelines.sources.input_files import read_json_input
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
 from beam_pipelines.sources.raw_downloads import Published
-from episodes.util.json_files import read_json_object
 
 PARTS = ("train.json", "val.json")
 WRAPPERS = ("fungi",)
 
 
 def load_coco_part(path: Path) -> dict:
-    raw = read_json_object(path, LayoutError)
+    raw = read_json_input(path)
     missing = [
         k for k in ("categories", "images", "annotations") if not isinstance(raw.get(k), list)
     ]

@@ -22,6 +22,11 @@ split with its own sub-DAG; class ids are per-split leaves sorted by WordNet id,
 test, as in the reference spec. WordNet comes from `--ilsvrc-wordnet` (Debian's wordnet-base,
 /usr/share/wordnet) or from ImageNet's `--ilsvrc-is-a` + `--ilsvrc-words` files.
 
+Any of the three layouts may lie in object storage (`--input s3://bucket/imagenet`): planning
+lists the prefix once and reads tar headers with small ranged reads; a worker streams its
+class archive (or the member of the training tar) with large ranged reads, nothing is
+downloaded whole (episodes.records.storage_paths).
+
 All 1,000 classes (tensorflow-datasets' list) must be present unless
 `--ilsvrc-allow-missing-classes`: then the classes are those present, the DAG is built over
 them alone (so it differs from the reference's), and the missing ids go to the provenance.
@@ -60,6 +65,13 @@ from episodes.hierarchy.wordnet import (
     read_imagenet_is_a,
     read_wordnet,
 )
+from episodes.records.storage_paths import (
+    input_location,
+    is_remote,
+    list_objects,
+    open_binary,
+    read_bytes,
+)
 from episodes.util.progress_lines import ProgressLines
 
 TRAIN_TAR = "ILSVRC2012_img_train.tar"
@@ -73,6 +85,8 @@ DUPLICATE_LISTS = (
     "ImageNet_Caltech256_duplicates.txt",
 )
 TYPICAL_IMAGE_BYTES = 110_000  # the training tar: ~138 GB for 1,281,167 images
+HEADER_READ_BYTES = 64 * 2**10  # an object read while listing tar headers
+STREAM_READ_BYTES = 8 * 2**20  # an object read while a worker streams a class archive
 EXPECTED = (
     f"{TRAIN_TAR} (a tar of <wnid>.tar per class), a folder of <wnid>.tar files, "
     "or train/<wnid>/*.JPEG folders"
@@ -126,6 +140,20 @@ class ArchiveWindow(io.RawIOBase):
         return len(data)
 
 
+def folder_names(folder) -> list[str]:
+    """Sorted entry names of a local folder or a listed object-store folder."""
+    if isinstance(folder, Path):
+        return sorted(os.listdir(folder))
+    return sorted(p.name for p in folder.iterdir())
+
+
+def open_archive(path, buffer_bytes: int = STREAM_READ_BYTES):
+    """A seekable binary stream of a local file or an object (episodes.records.storage_paths)."""
+    if is_remote(path):
+        return open_binary(str(path), buffer_bytes=buffer_bytes)
+    return open(path, "rb")
+
+
 def outer_members(tar_path: Path) -> list[tuple[str, int, int]]:
     """(wnid, data offset, size) of each `<wnid>.tar` member of the training tar, by wnid.
 
@@ -133,7 +161,10 @@ def outer_members(tar_path: Path) -> list[tuple[str, int, int]]:
     validation tar holds `ILSVRC2012_val_*.JPEG`)."""
     members, others = [], []
     try:
-        with tarfile.open(tar_path, "r:") as archive:
+        with (
+            open_archive(tar_path, HEADER_READ_BYTES) as handle,
+            tarfile.open(fileobj=handle, mode="r:") as archive,
+        ):
             for member in archive:
                 name = member.name.removeprefix("./")
                 stem = name[:-4] if name.endswith(".tar") else ""
@@ -227,6 +258,7 @@ class IlsvrcSource(Source):
     default_image_format = "jpeg"
     default_mode = "RGB"
     meta_dataset_pixels = True
+    remote_input = True  # listed and streamed through episodes.records.storage_paths
 
     config_class = IlsvrcConfig
 
@@ -259,12 +291,12 @@ class IlsvrcSource(Source):
         for folder in (input_path / "train", input_path):
             if not folder.is_dir():
                 continue
-            entries = sorted(os.listdir(folder))
+            entries = folder_names(folder)
             if any(WNID.match(e) and (folder / e).is_dir() for e in entries):
                 return "folders", folder
             if any(e.endswith(".tar") and WNID.match(e[:-4]) for e in entries):
                 return "tars", folder
-        entries = sorted(os.listdir(input_path))
+        entries = folder_names(input_path)
         for name, which in OTHER_SETS.items():
             if name in entries:
                 raise LayoutError(
@@ -273,7 +305,7 @@ class IlsvrcSource(Source):
         _refuse_other_set(input_path, entries)
         for sub in ("val", "validation", "test"):
             if (input_path / sub).is_dir():
-                _refuse_other_set(input_path / sub, sorted(os.listdir(input_path / sub))[:50])
+                _refuse_other_set(input_path / sub, folder_names(input_path / sub)[:50])
         raise LayoutError(
             f"{input_path}: no ILSVRC-2012 training data (found {entries[:6]}); expected {EXPECTED}"
         )
@@ -289,10 +321,10 @@ class IlsvrcSource(Source):
         damaged archive lists what is readable (the worker reports the damage)."""
         found = {}
         if kind == "folders":
-            for wnid in sorted(os.listdir(root)):
+            for wnid in folder_names(root):
                 folder = root / wnid
                 if WNID.match(wnid) and folder.is_dir():
-                    names = sorted(os.listdir(folder))
+                    names = folder_names(folder)
                     _refuse_other_set(folder, names[:50])
                     found[wnid] = (("folder", str(folder), 0, 0), names)
             return found
@@ -304,21 +336,21 @@ class IlsvrcSource(Source):
         else:
             members = [
                 (e[:-4], "tar", str(root / e), 0, (root / e).stat().st_size)
-                for e in sorted(os.listdir(root))
+                for e in folder_names(root)
                 if e.endswith(".tar") and WNID.match(e[:-4])
             ]
         bar = ProgressLines(f"{self.name} plan", len(members), "class archives")
         for wnid, unit_kind, path, start, size in members:
             names = None
             if wnid in listed:
-                with open(path, "rb") as handle:
+                with open_archive(path, HEADER_READ_BYTES) as handle:
                     names = sorted(inner_file_names(handle, start, size))
             found[wnid] = ((unit_kind, path, start, size), names)
             bar.advance()
         return found
 
     def plan(self, input_path: Path) -> ConversionPlan:
-        input_path = Path(input_path)
+        input_path = input_location(input_path)
         kind, root = self._locate(input_path)
         wordnet = self._wordnet()
         expected_ids = set(ilsvrc_2012_wnids())
@@ -383,19 +415,21 @@ class IlsvrcSource(Source):
         wnid, kind, path, start, size, skip = unit.payload
         skip = set(skip)
         if kind == "folder":
-            for name in sorted(os.listdir(path)):
+            remote = is_remote(path)
+            names = sorted(n for n in list_objects(path) if "/" not in n) if remote else None
+            for name in names if remote else sorted(os.listdir(path)):
                 if name in skip:
                     continue
-                file = os.path.join(path, name)
+                file = f"{path}/{name}" if remote else os.path.join(path, name)
                 try:
-                    data = Path(file).read_bytes()
+                    data = read_bytes(file)
                 except OSError as exc:
                     yield RawItem(wnid, name, file, error=f"unreadable: {exc.strerror or exc}")
                     continue
                 yield RawItem(wnid, name, file, data=data)
             return
         where = f"{path}:{wnid}.tar" if kind == "member" else path
-        with open(path, "rb") as handle:
+        with open_archive(path) as handle:
             try:
                 with tarfile.open(fileobj=ArchiveWindow(handle, start, size), mode="r:") as archive:
                     for member in archive:

@@ -53,6 +53,7 @@ class ListedSplitSource(Source):
     config_class: ClassVar[type[ListedSplitConfig]] = ListedSplitConfig
     split_fractions: ClassVar[Sequence[float]] = DEFAULT_FRACTIONS
     meta_dataset_pixels = True
+    remote_input = True  # listed and read through episodes.records.storage_paths
 
     @abc.abstractmethod
     def scan(self, input_path: Path) -> LayoutScan:
@@ -91,7 +92,6 @@ class ClassFolderSource(ListedSplitSource):
     images_dir: ClassVar[str] = "images"
     wrappers: ClassVar[tuple[str, ...]] = ()
     dataset_title: ClassVar[str] = ""
-    remote_input = True  # listed and read through episodes.records.storage_paths
 
     def class_name_of(self, folder: Path) -> str | None:
         """The class a folder holds (None: not a class folder, reported as skipped)."""

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from beam_pipelines.sources.base import LayoutError, RawItem, WorkUnit
+from beam_pipelines.sources.input_files import read_json_input
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
 from beam_pipelines.sources.published_splits import ListedSplitConfig
 from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import option
-from episodes.util.json_files import read_json_object
+from episodes.records.storage_paths import read_bytes
 
 ANNOTATIONS = ("annotations/instances_train2017.json", "instances_train2017.json")
 WRAPPERS = ("mscoco", "coco")
@@ -85,7 +86,7 @@ class MSCOCOSource(ListedSplitSource):
         scale = self.config.mscoco_box_scale_ratio
         exclude_crowd = self.config.mscoco_exclude_crowd
         per_unit = self.config.mscoco_images_per_unit
-        raw = read_json_object(annotation_path, LayoutError)
+        raw = read_json_input(annotation_path)
         if not all(isinstance(raw.get(k), list) for k in ("categories", "annotations")):
             raise LayoutError(
                 f"{annotation_path}: expected COCO 'categories' and 'annotations' lists"
@@ -126,7 +127,7 @@ class MSCOCOSource(ListedSplitSource):
             sorted(set(categories.values())),
             units,
             provenance={
-                "annotations": str(annotation_path.relative_to(root)),
+                "annotations": str(annotation_path)[len(str(root)) + 1 :],
                 "box_scale_ratio": scale,
                 "crowd_annotations_left_out": crowd_left_out,
                 "instances": sum(len(a) for a in per_image.values()),
@@ -136,7 +137,7 @@ class MSCOCOSource(ListedSplitSource):
     def read_unit(self, unit: WorkUnit) -> Iterator[RawItem]:
         for path, instances in unit.payload:
             try:
-                data = Path(path).read_bytes()
+                data = read_bytes(path)
             except OSError as exc:
                 data, reason = None, f"unreadable: {exc.strerror or exc}"
             for class_name, key, box, error in instances:

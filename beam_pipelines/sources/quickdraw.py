@@ -7,6 +7,8 @@ each file (the full data has ~50M drawings). Stored as the reference does (RGB J
 row, beam_pipelines.pixel_conventions); `--pixel-convention original` stores lossless
 greyscale PNG.
 A file whose header or size is not that of an N x side*side uint8/bool array is reported.
+In object storage (an s3:// or gs:// --input) a unit reads its rows with one ranged read of
+the object instead of a memory map.
 """
 
 from __future__ import annotations
@@ -23,16 +25,48 @@ from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSo
 from beam_pipelines.sources.published_splits import ListedSplitConfig
 from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import option
+from episodes.records.storage_paths import is_remote, open_binary
 from episodes.util.npy_maps import npy_header, open_npy_map
 
 WRAPPERS = ("numpy_bitmap", "full/numpy_bitmap")
 DEFAULT_CHUNK_ROWS = 10_000
+NPY_HEADER_MAX_BYTES = 10 + 65535  # magic, version, length, and a version 1.0 header at most
+
+
+def npy_layout(path: str | Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """(shape, fortran order, dtype, data offset) of a local `.npy` file or of an object (its
+    first bytes copied to a temporary file for the header parser)."""
+    if not is_remote(path):
+        return npy_header(path)
+    import tempfile
+
+    with open_binary(str(path), buffer_bytes=NPY_HEADER_MAX_BYTES) as stream:
+        head = stream.read(NPY_HEADER_MAX_BYTES)
+    with tempfile.NamedTemporaryFile(prefix="fewshot-npy-", suffix=".npy") as local:
+        local.write(head)
+        local.flush()
+        return npy_header(local.name)
+
+
+def read_npy_rows(path: str, start: int, stop: int) -> np.ndarray:
+    """Rows start..stop of the 2-D `.npy` file or object at `path` (an object: one ranged
+    read of exactly those rows); ValueError if the file ends before them."""
+    if not is_remote(path):
+        return open_npy_map(path)[start:stop]
+    shape, _, dtype, offset = npy_layout(path)
+    row_bytes = int(shape[1]) * dtype.itemsize
+    with open_binary(path, buffer_bytes=max((stop - start) * row_bytes, 1)) as stream:
+        stream.seek(offset + start * row_bytes)
+        data = stream.read((stop - start) * row_bytes)
+    if len(data) != (stop - start) * row_bytes:
+        raise ValueError(f"ends inside row {start + len(data) // row_bytes}")
+    return np.frombuffer(data, dtype=dtype).reshape(stop - start, shape[1])
 
 
 def npy_rows(path: Path) -> tuple[int, int]:
     """(rows, image side) of a Quick Draw .npy file, from its header; ValueError if the file is
     not an N x side^2 uint8/bool array or is shorter than its header says."""
-    shape, fortran, dtype, offset = npy_header(path)
+    shape, fortran, dtype, offset = npy_layout(path)
     if len(shape) != 2 or fortran or dtype not in (np.dtype(np.uint8), np.dtype(bool)):
         raise ValueError(f"array of shape {shape}, dtype {dtype}; expected N x 784 uint8")
     side = math.isqrt(shape[1])
@@ -108,7 +142,7 @@ class QuickDrawSource(ListedSplitSource):
             yield RawItem(class_name, "", path, error=f"unreadable .npy: {error}")
             return
         try:
-            rows = open_npy_map(path)[start:stop]
+            rows = read_npy_rows(path, start, stop)
         except (ValueError, OSError) as exc:
             yield RawItem(class_name, f"{start:09d}", path, error=f"unreadable .npy: {exc}")
             return

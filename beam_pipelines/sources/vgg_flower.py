@@ -14,6 +14,7 @@ import numpy as np
 
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.image_file_units import FileEntry, file_units, find_layout_root
+from beam_pipelines.sources.input_files import binary_input
 from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
 from beam_pipelines.sources.published_splits import read_label_list
 from beam_pipelines.sources.raw_downloads import TfdsRegistered
@@ -26,7 +27,7 @@ def read_image_labels(path: Path) -> np.ndarray:
     from scipy.io import loadmat
 
     try:
-        labels = loadmat(str(path))["labels"]
+        labels = loadmat(binary_input(path))["labels"]
     except Exception as exc:  # scipy raises many types (MatReadError, ValueError, KeyError, ...)
         raise LayoutError(f"{path}: not a MATLAB file with a 'labels' array ({exc})") from None
     labels = np.asarray(labels).reshape(-1)

@@ -6,8 +6,13 @@ Object stores have no folders and no rename, so:
     through the few pathlib calls they use (`/`, `iterdir`, `is_dir`, `is_file`, `open` ...);
     workers read single objects by URL (`read_bytes`, `open_binary`);
   - an output folder is written under a hidden staging prefix beside it; on success the files
-    are copied to the output and the commit marker (`dataset_spec.json`, `episodes.json`) is
-    copied last, so a folder without its marker is an unfinished one (`publish_staged`).
+    are copied to the output (server-side copies, PUBLISH_THREADS at once, with progress lines)
+    and the commit marker (`dataset_spec.json`, `episodes.json`) is copied last, so a folder
+    without its marker is an unfinished one (`publish_staged`);
+  - S3 objects are written by episodes.records.object_uploads (one PUT when small, one part in
+    memory, multipart uploads aborted on failure); a failed job's staging prefix and its open
+    uploads are removed (`discard_prefix`), and a later run to the same output removes what
+    killed runs left (`remove_remote_leftovers`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import errno
 import io
 import os
 import posixpath
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -90,6 +96,16 @@ def list_objects(url: str) -> dict[str, int]:
     }
 
 
+def _object_size(url: str) -> int | None:
+    """The size of the object `url`, or None if there is none."""
+    try:
+        (result,) = FileSystems.match([url])
+    except Exception:
+        return None
+    sizes = [int(m.size_in_bytes) for m in result.metadata_list if m.path == url]
+    return sizes[0] if sizes else None
+
+
 def _reason(exc: BaseException) -> str:
     inner = getattr(exc, "exception_details", None)
     if isinstance(inner, dict) and inner:
@@ -98,6 +114,7 @@ def _reason(exc: BaseException) -> str:
 
 
 _S3IO_CACHE: dict[tuple, Any] = {}
+_S3IO_LOCK = threading.Lock()
 _S3_FIELDS = (
     "s3_endpoint_url",
     "s3_access_key_id",
@@ -110,9 +127,19 @@ _S3_FIELDS = (
 )
 
 
+READ_BUFFER_BYTES = 2**20  # per open S3 stream (Beam's default is 16 MiB)
+
+
+def _s3_client() -> Any:
+    """The boto3 client of `_s3io()` (thread-safe; shared by the publishing threads)."""
+    return _s3io().client.client
+
+
 def _s3io() -> Any:
-    """One S3 client per process and options. Beam's S3FileSystem builds a new boto3 client for
-    every open (about 0.4 s each here), which would dominate per-image reads."""
+    """One S3 client per process, thread and options. Beam's S3FileSystem builds a new boto3
+    client for every open (about 0.4 s each here), which would dominate per-image reads; one
+    per thread, since Beam's client keeps the state of its current download (threads sharing
+    it interleave their ranged reads: fetch's threads, the progress thread)."""
     from apache_beam.io.aws import s3io
     from apache_beam.options.pipeline_options import PipelineOptions, S3Options
     from apache_beam.options.value_provider import RuntimeValueProvider
@@ -124,26 +151,37 @@ def _s3io() -> Any:
         settings = tuple(getattr(s3, name) for name in _S3_FIELDS)
     else:  # a plain dict on some runners' workers
         settings = tuple((options or {}).get(name) for name in _S3_FIELDS)
-    key = (os.getpid(), settings)
-    if key not in _S3IO_CACHE:
-        _S3IO_CACHE.clear()
-        _S3IO_CACHE[key] = s3io.S3IO(options=options)
-    return _S3IO_CACHE[key]
+    key = (os.getpid(), threading.get_ident(), settings)
+    with _S3IO_LOCK:
+        if key not in _S3IO_CACHE:
+            stale = [k for k in _S3IO_CACHE if k[0] != key[0] or k[2] != key[2]]
+            for old in stale:  # another process's (forked) or other options' clients
+                del _S3IO_CACHE[old]
+            _S3IO_CACHE[key] = s3io.S3IO(options=options)
+        return _S3IO_CACHE[key]
 
 
 def _open_object(path: str, mode: str) -> IO[bytes]:
     if FileSystems.get_scheme(path) == "s3":
-        return _s3io().open(path, mode)
+        if mode == "wb":
+            from episodes.records.object_uploads import S3ObjectWriter
+
+            return S3ObjectWriter(_s3_client(), path)
+        return _s3io().open(path, mode, read_buffer_size=READ_BUFFER_BYTES)
     if mode == "rb":
         return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def open_binary(path: str) -> IO[bytes]:
-    """A seekable binary stream of a local file or of one object (for zip archives)."""
+def open_binary(path: str, buffer_bytes: int | None = None) -> IO[bytes]:
+    """A seekable binary stream of a local file or of one object (for zip and tar archives);
+    `buffer_bytes`: how much an object read fetches at least (small to list archive headers,
+    large to stream members)."""
     if not is_remote(path):
         return open(path, "rb")
     try:
+        if buffer_bytes is not None and FileSystems.get_scheme(str(path)) == "s3":
+            return _s3io().open(str(path), "rb", read_buffer_size=buffer_bytes)
         return _open_object(path, "rb")
     except Exception as exc:
         raise OSError(errno.EIO, f"cannot open ({_reason(exc)})", path) from None
@@ -161,8 +199,9 @@ def read_bytes(path: str) -> bytes:
 
 
 def create_stream(url: str) -> IO[bytes]:
-    """A binary stream writing one object (into a staging prefix: closing it on an error
-    publishes a partial object there, which the failed job's cleanup removes)."""
+    """A binary stream writing one object. On S3 a `with` block that raises publishes
+    nothing (the upload is aborted); elsewhere a partial object may stay in the staging
+    prefix, which the failed job's cleanup removes."""
     try:
         return _open_object(url, "wb")
     except Exception as exc:
@@ -211,9 +250,16 @@ class ObjectPath:
 
     @classmethod
     def listed(cls, url: str) -> ObjectPath:
-        """List every object under `url` once (one recursive listing) and return its root."""
+        """List every object under `url` once (one recursive listing) and return its root;
+        a URL naming one object (an archive) gives that object, in a listing of it alone."""
         url = folder_url(url)
-        return cls(_Listing(url, list_objects(url)))
+        listing = list_objects(url)
+        if not listing:
+            size = _object_size(url)
+            if size is not None:
+                parent, _, name = url.rpartition("/")
+                return cls(_Listing(parent, {name: size}), name)
+        return cls(_Listing(url, listing))
 
     def __truediv__(self, name: str) -> ObjectPath:
         name = str(name).strip("/")
@@ -269,6 +315,24 @@ class ObjectPath:
         for name in sorted(self._listing.children[self._rel]):
             yield self / name
 
+    def glob(self, pattern: str) -> Iterator[ObjectPath]:
+        """The entries of this folder whose names match `pattern` (one level, fnmatch)."""
+        import fnmatch
+
+        if "/" in pattern or "**" in pattern:
+            raise ValueError(f"{self}: only one-level patterns are supported, not {pattern!r}")
+        if self.is_dir():
+            for path in self.iterdir():
+                if fnmatch.fnmatchcase(path.name, pattern):
+                    yield path
+
+    def relative_to(self, other: ObjectPath) -> str:
+        """This path below `other` as a relative name (a str: objects have no relative paths)."""
+        base = str(other).rstrip("/") + "/"
+        if not str(self).startswith(base):
+            raise ValueError(f"{self} is not below {other}")
+        return str(self)[len(base) :]
+
     def stat(self) -> _Stat:
         if not self.is_file():
             raise FileNotFoundError(errno.ENOENT, "no such object", str(self))
@@ -299,8 +363,18 @@ def input_location(path: str | os.PathLike) -> Path | ObjectPath:
     return ObjectPath.listed(str(path)) if is_remote(path) else Path(path)
 
 
+def require_output_folder(url: str) -> None:
+    """An output in object storage must be a folder inside a bucket: its staging prefix lies
+    beside it, in the same bucket. ValueError for a bare bucket."""
+    if "/" not in folder_url(url).split("://", 1)[-1]:
+        raise ValueError(
+            f"{url}: an output must be a folder inside the bucket, e.g. {folder_url(url)}/NAME"
+        )
+
+
 def staging_prefix(url: str) -> str:
     """A fresh hidden prefix beside the output folder `url` for a job to write into."""
+    require_output_folder(url)
     parent, _, name = folder_url(url).rpartition("/")
     return f"{parent}/.{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
@@ -327,8 +401,7 @@ def publish_staged(staging: str, url: str, marker: str) -> list[str]:
     if marker in old:
         FileSystems.delete([join(url, marker)])
     names = sorted(n for n in staged if n != marker)
-    if names:
-        FileSystems.copy([join(staging, n) for n in names], [join(url, n) for n in names])
+    copy_objects(staging, url, {n: staged[n] for n in names})
     stale = sorted(set(old) - set(staged))
     if stale:
         FileSystems.delete([join(url, n) for n in stale])
@@ -343,14 +416,97 @@ def publish_staged(staging: str, url: str, marker: str) -> list[str]:
     return names + [marker]
 
 
+PUBLISH_THREADS = 10  # boto3 keeps 10 connections per client: more threads would wait
+SINGLE_COPY_LIMIT = 5 * 2**30  # S3's CopyObject limit; larger objects use a multipart copy
+
+
+def copy_objects(source: str, target: str, sizes: dict[str, int], label: str = "publish") -> None:
+    """Copy the objects `sizes` ({relative name: bytes}) from the prefix `source` to `target`:
+    server-side copies, PUBLISH_THREADS at a time, with a progress line every few seconds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from episodes.util.progress_lines import ProgressLines
+
+    if not sizes:
+        return
+    s3 = FileSystems.get_scheme(source) == "s3" and FileSystems.get_scheme(target) == "s3"
+    client = _s3_client() if s3 else None
+
+    def copy_one(name: str) -> None:
+        src, dst = join(source, name), join(target, name)
+        try:
+            if client is None:
+                FileSystems.copy([src], [dst])
+                return
+            (src_bucket, src_key), (dst_bucket, dst_key) = _bucket_key(src), _bucket_key(dst)
+            if sizes[name] < SINGLE_COPY_LIMIT:
+                client.copy_object(
+                    Bucket=dst_bucket,
+                    Key=dst_key,
+                    CopySource={"Bucket": src_bucket, "Key": src_key},
+                )
+            else:
+                client.copy({"Bucket": src_bucket, "Key": src_key}, dst_bucket, dst_key)
+        except Exception as exc:
+            raise OSError(errno.EIO, f"cannot copy to {dst} ({_reason(exc)})", src) from None
+
+    progress = ProgressLines(label, len(sizes), "objects")
+    with ThreadPoolExecutor(PUBLISH_THREADS, thread_name_prefix="publish") as pool:
+        for _ in pool.map(copy_one, sorted(sizes)):
+            progress.advance()
+
+
+def _bucket_key(url: str) -> tuple[str, str]:
+    bucket, _, key = url.split("://", 1)[1].partition("/")
+    return bucket, key
+
+
+def abort_open_uploads(url: str) -> int:
+    """Abort the S3 multipart uploads open under the prefix `url` (0 on other stores, whose
+    unfinished uploads are neither listed nor billed); how many."""
+    if FileSystems.get_scheme(str(url)) != "s3":
+        return 0
+    from episodes.records.object_uploads import abort_uploads
+
+    return abort_uploads(_s3_client(), str(url))
+
+
 def discard_prefix(url: str) -> None:
-    """Delete every object under `url` (a failed job's staging prefix); errors are ignored."""
+    """Delete every object under `url` (a failed job's staging prefix) and abort the uploads
+    still open there; errors are ignored."""
+    try:
+        abort_open_uploads(folder_url(url) + "/")
+    except Exception:  # best effort: the next run to this output tries again
+        pass
     try:
         names = list_objects(url)
         if names:
             FileSystems.delete([join(url, n) for n in names])
     except Exception:  # best effort: a leftover staging prefix is hidden and harmless
         pass
+
+
+def remove_remote_leftovers(url: str) -> list[str]:
+    """Remove what killed runs writing the output `url` left: their staging prefixes
+    (`.NAME.tmp-*` beside it) and the multipart uploads open there; the prefixes removed.
+
+    Object storage has no locks, so two runs writing one output at once are not supported
+    (each would publish over the other); a run removes every leftover of its own output."""
+    require_output_folder(url)
+    parent, _, name = folder_url(url).rpartition("/")
+    pattern = f"{parent}/.{name}.tmp-"
+    try:
+        (result,) = FileSystems.match([pattern + "**"])
+        objects = [m.path for m in result.metadata_list]
+    except Exception as exc:
+        raise OSError(errno.EIO, f"cannot list objects ({_reason(exc)})", url) from None
+    prefixes = sorted({pattern + p[len(pattern) :].split("/", 1)[0] for p in objects})
+    aborted = abort_open_uploads(pattern)
+    if objects:
+        FileSystems.delete(objects)
+    if aborted and not prefixes:
+        prefixes = [pattern + "*"]
+    return prefixes
 
 
 def load_remote_spec(url: str) -> Any:

@@ -49,6 +49,10 @@ class WorkerProcess:
     def __init__(self, target: str, args: tuple[Any, ...] = (), name: str = "worker"):
         self.name = name
         parent_end, child_end = socket.socketpair()
+        # Blocking whatever socket.setdefaulttimeout says (Beam's GCS client sets 60 s, which
+        # makes new sockets non-blocking: the child's first recv then failed at once).
+        parent_end.setblocking(True)
+        child_end.setblocking(True)
         try:
             code = _BOOTSTRAP.format(path=list(sys.path), fd=child_end.fileno())
             self._popen = subprocess.Popen(
