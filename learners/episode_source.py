@@ -13,6 +13,7 @@ skipped indices cost nothing (False for shards, which are read front to back). A
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -155,11 +156,14 @@ class ReaderEpisodeSource:
     FIX-ML: a fixed-support pool (`python -m episodes.fixml pool`) drives an
     `episodes.sampler.EpisodeSampler(..., pool=...)`; base/novel mixing is the reader's
     `mix_lambda` (train split as base classes). `decode_processes` > 0 decodes records in that
-    many worker processes, ahead of the caller (the reader's background loading)."""
+    many worker processes, ahead of the caller (the reader's background loading);
+    `decode_device="cuda"` decodes JPEG records on the GPU (`episodes.images.gpu_decode`)."""
 
     random_access = True
 
-    def __init__(self, request: EpisodeRequest, decode_processes: int = 0):
+    def __init__(
+        self, request: EpisodeRequest, decode_processes: int = 0, decode_device: str = "cpu"
+    ):
         from episodes.read import EpisodeReader
 
         options = request.options
@@ -180,6 +184,7 @@ class ReaderEpisodeSource:
             image_size=options.image_size,
             split_file=request.split_file,
             decode_processes=decode_processes,
+            decode_device=decode_device,
             **extra,
         )
 
@@ -235,11 +240,36 @@ class ShardEpisodeSource:
                 target = next(wanted, None)
 
 
+@dataclass
+class _BatchPlan:
+    """One multiclass batch: (dataset position, description) per dataset it draws from, and the
+    permutation that shuffles the concatenated images."""
+
+    parts: list[tuple[int, Any]]
+    order: np.ndarray
+
+    def join(self, episodes: Sequence[Any], id_stride: int) -> tuple[Any, np.ndarray]:
+        """The parts' images and dataset-unique class ids, concatenated and shuffled (torch
+        tensors when the reader decoded on the GPU, else numpy arrays)."""
+        ids = np.concatenate(
+            [e.support_class_ids + p * id_stride for (p, _), e in zip(self.parts, episodes)]
+        )[self.order]
+        images = [e.support_images for e in episodes]
+        if isinstance(images[0], np.ndarray):
+            return np.concatenate(images)[self.order], ids
+        import torch
+
+        joined = torch.cat(images)
+        return joined[torch.as_tensor(self.order, device=joined.device)], ids
+
+
 class ReaderBatchSource:
     """Uniformly drawn training examples of converted datasets, as batches for pre-training.
 
-    Batch i is a pure function of (seed, i). Class ids are made unique across datasets by
-    adding `dataset position * ID_STRIDE`."""
+    Batch i is a pure function of (seed, i) (`plan`). Class ids are made unique across
+    datasets by adding `dataset position * ID_STRIDE`. Batches are read through the reader's
+    `read_many`, so `decode_processes` decode several batches ahead, as for episodes; with
+    `decode_device="cuda"` the images are a uint8 CUDA tensor."""
 
     ID_STRIDE = 1_000_000
     random_access = True
@@ -252,6 +282,7 @@ class ReaderBatchSource:
         image_size: int,
         seed: int,
         decode_processes: int = 0,
+        decode_device: str = "cpu",
     ):
         from episodes.read import EpisodeReader
 
@@ -265,6 +296,7 @@ class ReaderBatchSource:
             image_size=image_size,
             split_file=split_file,
             decode_processes=decode_processes,
+            decode_device=decode_device,
         )
         self.batch_size = batch_size
         self.seed = seed
@@ -279,12 +311,14 @@ class ReaderBatchSource:
             for c in classes
         ]
 
-    def batch(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+    def plan(self, index: int) -> _BatchPlan:
+        """Which records make batch `index` (one description per dataset it draws from) and
+        the order its images are shuffled into: a pure function of (seed, index)."""
         from episodes.episode import EpisodeDescription
 
         rng = np.random.default_rng([self.seed, 2024, index])
         totals = np.asarray([t[2][-1] for t in self.tables])
-        images, ids = [], []
+        parts = []
         for position, count in enumerate(rng.multinomial(self.batch_size, totals / totals.sum())):
             if count == 0:
                 continue
@@ -301,18 +335,36 @@ class ReaderBatchSource:
                 support=tuple(tuple(int(r) for r in records[slots == s]) for s in chosen),
                 query=tuple(() for _ in chosen),
             )
-            episode = self.reader.read(description)
-            images.append(episode.support_images)
-            ids.append(episode.support_class_ids + position * self.ID_STRIDE)
-        order = rng.permutation(self.batch_size)
-        return np.concatenate(images)[order], np.concatenate(ids)[order]
+            parts.append((position, description))
+        return _BatchPlan(parts, rng.permutation(self.batch_size))
 
-    def batches(self, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def batch(self, index: int) -> tuple[Any, np.ndarray]:
+        return next(self.items([index]))
+
+    def batches(self, start: int = 0) -> Iterator[tuple[Any, np.ndarray]]:
         return self.items(itertools.count(start))
 
-    def items(self, indices: Iterable[int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for index in indices:
-            yield self.batch(index)
+    def items(self, indices: Iterable[int]) -> Iterator[tuple[Any, np.ndarray]]:
+        """Batches of `indices` through the reader's `read_many`, so they are read ahead like
+        episodes (decode processes, its prefetch); each batch's per-dataset descriptions are
+        read in a row and joined in the batch's shuffled order."""
+        plans: collections.deque[_BatchPlan] = collections.deque()
+
+        def descriptions() -> Iterator[Any]:
+            for index in indices:
+                plan = self.plan(index)
+                plans.append(plan)
+                for _, description in plan.parts:
+                    yield description
+
+        episodes = self.reader.read_many(descriptions())
+        try:
+            for first in episodes:
+                plan = plans.popleft()  # appended when its first description was drawn
+                read = [first] + [next(episodes) for _ in plan.parts[1:]]
+                yield plan.join(read, self.ID_STRIDE)
+        finally:
+            episodes.close()
 
     def close(self) -> None:
         self.reader.close()
@@ -325,9 +377,11 @@ def open_episode_source(
     options: EpisodeOptions,
     seed: int,
     decode_processes: int = 0,
+    decode_device: str = "cpu",
 ) -> EpisodeSource:
     """Episodes of `split` from "synthetic" or from comma-separated converted dataset folders
-    (decoding records in `decode_processes` worker processes when > 0)."""
+    (decoding records in `decode_processes` worker processes when > 0, on the GPU with
+    `decode_device="cuda"`)."""
     if split not in ("train", "valid", "test"):
         raise ValueError(f"split {split!r}: expected 'train', 'valid' or 'test'")
     if dataset == SYNTHETIC:
@@ -337,7 +391,7 @@ def open_episode_source(
     if split_file is not None and not Path(split_file).is_file():
         raise FileNotFoundError(f"--split-file {split_file}: no such file")
     request = EpisodeRequest(dataset, split, split_file, options, seed)
-    return ReaderEpisodeSource(request, decode_processes)
+    return ReaderEpisodeSource(request, decode_processes, decode_device)
 
 
 def open_batch_source(
@@ -347,14 +401,15 @@ def open_batch_source(
     options: EpisodeOptions,
     seed: int,
     decode_processes: int = 0,
+    decode_device: str = "cpu",
 ) -> BatchSource:
-    """Training batches for multiclass pre-training."""
+    """Training batches for multiclass pre-training (read ahead like episodes)."""
     if dataset == SYNTHETIC:
         return SyntheticBatchSource(batch_size, seed, _synthetic_dataset(options))
     if split_file is not None and not Path(split_file).is_file():
         raise FileNotFoundError(f"--split-file {split_file}: no such file")
     return ReaderBatchSource(
-        dataset, split_file, batch_size, options.image_size, seed, decode_processes
+        dataset, split_file, batch_size, options.image_size, seed, decode_processes, decode_device
     )
 
 

@@ -122,6 +122,59 @@ def test_workers_yield_exactly_the_inline_items_in_order(which, jpeg_dataset, ca
         assert [int(i["support_labels"].max()) + 1 for i in inline] == [3] * 7
 
 
+@pytest.fixture(scope="module")
+def second_dataset(tmp_path_factory) -> Path:
+    """Another dataset's JPEG records (a batch source over two datasets draws from both)."""
+    folder = tmp_path_factory.mktemp("data") / "second"
+    splits = {Split.TRAIN: list(range(6)), Split.VALID: [], Split.TEST: []}
+    write_dataset(folder, "second", per_class=(10,) * 6, splits=splits, fmt="JPEG")
+    return folder
+
+
+def test_batches_are_byte_identical_whatever_the_loading(
+    jpeg_dataset, cached_dataset, second_dataset
+):
+    """Multiclass batches go through the same feed as episodes: the reader's decode processes
+    (several batches in flight), loader workers and the decoded cache give the bytes of the
+    batches read one at a time (`batch(i)`), also for batches drawn from two datasets."""
+    for folders in ([jpeg_dataset], [jpeg_dataset, second_dataset]):
+        opener = functools.partial(
+            open_batch_source, ",".join(map(str, folders)), None, 24, OPTIONS, 7
+        )
+        one_by_one = opener()
+        try:
+            expected = [tuple(map(torch.from_numpy, one_by_one.batch(i))) for i in range(3, 9)]
+            plans = [one_by_one.plan(i) for i in range(3, 9)]
+        finally:
+            one_by_one.close()
+        expected = [(images, ids.numpy()) for images, ids in expected]
+        assert all(images.shape == (24, 16, 16, 3) for images, _ in expected)
+        if len(folders) == 2:  # both datasets appear, their class ids kept apart
+            assert any(len(plan.parts) == 2 for plan in plans)
+            assert any((ids >= 1_000_000).any() and (ids < 1_000_000).any() for _, ids in expected)
+        assert_same_items(stream_items(opener, 3, 6, workers=0), expected)
+        assert_same_items(stream_items(opener, 3, 6, workers=0, decode_processes=2), expected)
+        if len(folders) == 2:  # one dataset's batches through workers: the test above
+            assert_same_items(stream_items(opener, 3, 6, workers=2), expected)
+    ahead = opener(decode_processes=2)  # later batches are planned (and decoded) ahead
+    planned: list[int] = []
+    plan = ahead.plan
+    ahead.plan = lambda index: planned.append(index) or plan(index)
+    try:
+        next(ahead.items(iter(range(10))))
+        assert len(planned) >= 3, planned
+    finally:
+        ahead.close()
+    cached = functools.partial(open_batch_source, str(cached_dataset), None, 24, OPTIONS, 7)
+    records = functools.partial(open_batch_source, str(jpeg_dataset), None, 24, OPTIONS, 7)
+    source = cached()
+    assert source.reader.uses_decoded_cache
+    source.close()
+    # the cache holds the records' reference decoding: the same bytes
+    assert_same_items(stream_items(cached, 0, 4, workers=0), stream_items(records, 0, 4, workers=0))
+    assert no_children_left()
+
+
 def test_episode_shards_are_read_by_one_worker_in_order(jpeg_dataset, tmp_path):
     args = {
         "dataset_dirs": (str(jpeg_dataset),),
