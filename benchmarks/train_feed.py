@@ -1,6 +1,7 @@
 """How long the training loop waits for data, with and without background loading.
 
     python -m benchmarks.train_feed [--steps 5] [--rounds 2] [--workers 2] [--json FILE]
+    python -m benchmarks.train_feed --multiclass [--batch-size 64] [--rounds 3]
     python -m benchmarks.train_feed --device cuda --backbone resnet12 --width 1 --query 15 \
         --amp bf16 --channels-last --steps 40 --rounds 3 --workers 4 --decode-processes 4
 
@@ -24,6 +25,10 @@ On CUDA, the GPU's mean utilisation during each real-backbone run (NVML through 
 when installed, else `nvidia-smi`) is reported next to the wait share, and `--decode-device
 cuda` adds GPU JPEG decoding's loading rate and its pixels' mean and max |difference| from
 the reference decoder's on the same episodes.
+`--multiclass` measures multiclass pre-training's batch feed instead: batches/s alone of inline
+reading, the reader's decode processes (reading ahead, and one batch at a time as before),
+DataLoader workers and the decoded cache, with each one's ratio to inline reading in the same
+round.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ if str(_HERE.parent) not in sys.path:
 
 import argparse  # noqa: E402
 import functools  # noqa: E402
+import itertools  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
@@ -57,7 +63,11 @@ from benchmarks.synthetic_dataset import write_jpeg_dataset  # noqa: E402
 from episodes.images.decoded_cache import write_decoded_cache  # noqa: E402
 from episodes.records.dataset_spec import Split, load_spec  # noqa: E402
 from learners.episode_feed import FeedConfig, feed  # noqa: E402
-from learners.episode_source import EpisodeOptions, open_episode_source  # noqa: E402
+from learners.episode_source import (  # noqa: E402
+    EpisodeOptions,
+    open_batch_source,
+    open_episode_source,
+)
 from learners.learner_config import LearnerConfig  # noqa: E402
 from learners.methods.protonet import ProtoNet  # noqa: E402
 from learners.registry import build_learner, learner_config  # noqa: E402
@@ -270,6 +280,81 @@ def scaling_table(args: argparse.Namespace, dataset: Path, device: torch.device)
         ):
             out.setdefault(kind, {})[str(count)] = loading_rate(args, dataset, mode, device)
     return out
+
+
+def batch_rate(args: argparse.Namespace, dataset: Path, mode: Mode, device: torch.device) -> float:
+    """Multiclass batches/s the mode's feed delivers alone (start-up excluded); mode name
+    "one at a time" reads `batch(i)` after `batch(i)` (no read-ahead: the path before)."""
+    options = episode_options(args)
+    opener = functools.partial(open_batch_source, str(dataset), None, args.batch_size, options, 0)
+    source = opener(decode_processes=mode.decode_processes)
+    try:
+        if mode.name.endswith("one at a time"):
+            items = (source.batch(i) for i in itertools.count())
+        else:
+            items = feed(source, opener, 0, FeedConfig(mode.loader_workers), device)
+        next(items)
+        t0 = time.perf_counter()
+        for _ in range(args.rate_batches):
+            next(items)
+        took = time.perf_counter() - t0
+        items.close()
+    finally:
+        source.close()
+    return args.rate_batches / took
+
+
+def multiclass_modes(args: argparse.Namespace) -> list[Mode]:
+    w, d = args.workers, args.decode_processes
+    return [
+        Mode("inline", "records"),
+        Mode(f"{d} decode processes, one at a time", "records", decode_processes=d),
+        Mode(f"{d} decode processes", "records", decode_processes=d),
+        Mode(f"{w} loader workers", "records", loader_workers=w),
+        Mode("decoded cache, inline", "cache"),
+    ]
+
+
+def measure_multiclass(args: argparse.Namespace, workdir: Path) -> dict:
+    """Multiclass pre-training's feed: batches/s of each loading, `--rounds` interleaved."""
+    device = torch.device(args.device)
+    datasets = make_datasets(workdir, args.record_size)
+    results: dict = {
+        "device": str(device),
+        "record_size": args.record_size,
+        "batch_size": args.batch_size,
+        "rate_batches": args.rate_batches,
+        "rounds": args.rounds,
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg()[0],
+        "batch_rates": {m.name: [] for m in multiclass_modes(args)},
+    }
+    for round_index in range(args.rounds):
+        for mode in multiclass_modes(args):
+            print(f"round {round_index + 1}/{args.rounds}: {mode.name}", flush=True)
+            rate = batch_rate(args, datasets[mode.data], mode, device)
+            results["batch_rates"][mode.name].append(rate)
+    results["load_average_at_end"] = os.getloadavg()[0]
+    return results
+
+
+def multiclass_lines(results: dict) -> list[str]:
+    """Per loading: batches/s over the rounds and the ratio to inline reading in each round."""
+    size = results["record_size"]
+    inline = results["batch_rates"]["inline"]
+    lines = [
+        f"multiclass feed benchmark on {results['device']}: batches of {results['batch_size']} "
+        f"images at 84x84 from {size}x{size} JPEG records, {results['rate_batches']} batches "
+        f"a rate, {results['rounds']} interleaved rounds; {results['cpus']} CPUs, load "
+        f"average {results['load_average_at_start']:.1f} -> {results['load_average_at_end']:.1f}",
+        "",
+        "| loading | batches/s | ratio to inline (same round) |",
+        "| --- | --- | --- |",
+    ]
+    for name, rates in results["batch_rates"].items():
+        ratios = [rate / base for rate, base in zip(rates, inline)]
+        lines.append(f"| {name} | {_range(rates, '.2f')} | {_range(ratios, '.2f')}x |")
+    return lines
 
 
 class GpuDecodedSource:
@@ -523,6 +608,13 @@ def main(argv: list[str] | None = None) -> int:
         default="cpu",
         help="cuda: also measure GPU JPEG decoding (rate, pixel differences)",
     )
+    parser.add_argument(
+        "--multiclass",
+        action="store_true",
+        help="measure multiclass pre-training's batch feed instead (batches/s per loading)",
+    )
+    parser.add_argument("--batch-size", type=int, default=64, help="--multiclass batch size")
+    parser.add_argument("--rate-batches", type=int, default=8, help="--multiclass: batches a rate")
     parser.add_argument("--json", help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
     if min(args.steps, args.stand_in_steps) < 4 or args.rounds < 1:
@@ -539,9 +631,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--decode-device cuda: {why_not}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_train_feed_") as tmp:
-        results = measure(args, Path(tmp))
+        results = (measure_multiclass if args.multiclass else measure)(args, Path(tmp))
     results["seconds"] = time.perf_counter() - started
-    print("\n".join(report_lines(results)))
+    print("\n".join((multiclass_lines if args.multiclass else report_lines)(results)))
     print(f"[{results['seconds']:.0f} s]")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
