@@ -53,6 +53,7 @@ def choose_loading(
     loader_workers: int | None,
     decode_processes: int | None,
     cores: int | None = None,
+    decode_device: str = "cpu",
 ) -> tuple[int, int, str | None]:
     """(loader workers, decode processes, the one line saying why or None) for a training run.
 
@@ -61,9 +62,12 @@ def choose_loading(
     episodes/s with 15 workers on a 16-core H200 host where inline reading gave 22; two cores
     stay for the training process and its copy thread). On a CPU, or for generated data,
     the training process reads (the CPU default, unchanged). Every choice gives the same
-    items in the same order (tests/test_training_feed.py), so results do not depend on it."""
+    items in the same order (tests/test_training_feed.py), so results do not depend on it.
+    With `decode_device="cuda"` the training process reads (GPU decoding runs there)."""
     if loader_workers is not None or decode_processes is not None:
         return loader_workers or 0, decode_processes or 0, None
+    if decode_device != "cpu":  # GPU decoding runs in the training process
+        return 0, 0, "loading: the training process decodes JPEG records on the GPU"
     if device.type != "cuda" or dataset == "synthetic":
         return 0, 0, None
     cores = usable_cores() if cores is None else cores

@@ -229,3 +229,41 @@ def check_throughput_options(
         )
     if decode_processes > 0 and dataset == SYNTHETIC:
         raise ValueError("--decode-processes decodes JPEG records; --dataset synthetic has none")
+
+
+DECODE_DEVICES = ("cpu", "cuda")
+
+
+def check_decode_device(
+    decode_device: str,
+    device: torch.device,
+    loader_workers: int | None,
+    decode_processes: int | None,
+    dataset: str,
+) -> None:
+    """Refuse `--decode-device cuda` where it cannot run, in one line before any work: GPU
+    decoding runs in the training process (a DataLoader worker must not touch CUDA, and the
+    reader's decode processes decode on the CPU), onto the training GPU, and needs CUDA with a
+    torchvision that loads (`episodes.images.gpu_decode.gpu_decode_problem`)."""
+    if decode_device not in DECODE_DEVICES:
+        raise ValueError(f"--decode-device {decode_device!r}: expected one of {DECODE_DEVICES}")
+    if decode_device == "cpu":
+        return
+    if dataset == SYNTHETIC:
+        raise ValueError("--decode-device cuda decodes JPEG records; --synthetic has none")
+    if loader_workers or decode_processes:
+        raise ValueError(
+            f"--decode-device cuda decodes in the training process: drop --loader-workers "
+            f"{loader_workers or 0} --decode-processes {decode_processes or 0} (or decode on "
+            "the CPU, --decode-device cpu)"
+        )
+    from episodes.images.gpu_decode import gpu_decode_problem
+
+    why_not = gpu_decode_problem("cuda")
+    if why_not is not None:
+        raise ValueError(f"--decode-device cuda: {why_not}; use --decode-device cpu")
+    if device.type != "cuda":
+        raise ValueError(
+            f"--decode-device cuda decodes onto the training GPU; --device {device} trains on "
+            "the CPU (use --device cuda, or --decode-device cpu)"
+        )

@@ -33,8 +33,11 @@ from learners.training_loop import BEST, CHECKPOINTS, LAST, list_snapshots, load
 
 CONFIG = "config.json"
 RUN_LOCK = ".lock"  # held while learners.train writes the run
-# Options that may change when a run is continued: training longer, and options that do not
-# change results (how data is loaded, how many snapshots are kept).
+# Options that may change when a run is continued: training longer, options that do not
+# change results (how data is loaded, how many snapshots are kept), and the two that change
+# only rounding, never which items are drawn nor their labels: the device, and the device
+# decoding JPEG records (nvJPEG's pixels differ slightly from the reference decoder's), so a
+# run started on a GPU machine resumes on another machine.
 RESUMABLE_CHANGES = (
     "total_steps",
     "device",
@@ -42,6 +45,7 @@ RESUMABLE_CHANGES = (
     "loader_workers",
     "decode_processes",
     "keep_snapshots",
+    "decode_device",
 )
 
 
@@ -61,6 +65,7 @@ class RunConfig:
     loader_workers: int = 0
     decode_processes: int = 0
     keep_snapshots: int | None = None
+    decode_device: str = "cpu"  # "cuda": JPEG records decoded on the GPU (pixels differ slightly)
     # Numerics (results depend on them).
     amp: str = "off"
     channels_last: bool = False

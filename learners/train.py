@@ -48,7 +48,13 @@ from learners.distributed import (
     shard_plan,
 )
 from learners.episode_eval import validation_hook
-from learners.episode_feed import FeedConfig, check_throughput_options, feed
+from learners.episode_feed import (
+    DECODE_DEVICES,
+    FeedConfig,
+    check_decode_device,
+    check_throughput_options,
+    feed,
+)
 from learners.episode_source import (
     SYNTHETIC,
     EpisodeOptions,
@@ -106,6 +112,13 @@ def add_throughput_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="with --loader-workers 0: the reader decodes JPEG records ahead in N processes",
+    )
+    group.add_argument(
+        "--decode-device",
+        choices=DECODE_DEVICES,
+        default="cpu",
+        help="cuda: decode JPEG records on the GPU (nvJPEG) in the training process; pixels "
+        "differ slightly from the reference decoder's (README: GPU decoding)",
     )
     group.add_argument(
         "--keep-snapshots",
@@ -256,12 +269,17 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     if args.fix_ml_pool is not None and not is_episodic(learner.method):
         raise ValueError("--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass")
     dataset = dataset_from_args(args)
+    device = resolve_device(args.device)
+    check_decode_device(
+        args.decode_device, device, args.loader_workers, args.decode_processes, dataset
+    )
     args.loader_workers, args.decode_processes, loading = choose_loading(
-        resolve_device(args.device),
+        device,
         dataset,
         args.loader_workers,
         args.decode_processes,
         cores=cores_per_rank(ranks),  # a node's cores split between its torchrun ranks
+        decode_device=args.decode_device,
     )
     if loading is not None and ranks.is_writer:
         print(loading, file=sys.stderr)
@@ -292,6 +310,7 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
         loader_workers=args.loader_workers,
         decode_processes=args.decode_processes,
         keep_snapshots=args.keep_snapshots,
+        decode_device=args.decode_device,
         amp=args.amp,
         channels_last=args.channels_last,
     )
@@ -329,6 +348,9 @@ def train(
     if config.dataset != SYNTHETIC and ranks.is_writer:
         for note in split_file_notes(config.dataset.split(","), config.split_file):
             print(f"note: {note}", file=sys.stderr)
+    check_decode_device(  # the CLI checked already; callers of train() get the same lines
+        config.decode_device, device, config.loader_workers, config.decode_processes, config.dataset
+    )
     plan = shard_plan(rank_meta_batch(config, ranks), ranks)
     options = config.episode_options
     if is_episodic(config.learner.method):
@@ -347,7 +369,9 @@ def train(
     if ranks.sharded:
         open_train = functools.partial(open_sharded, open_train, plan)
     with agree_on_setup(ranks):  # a refused dataset: one line, not one per rank
-        source = open_train(decode_processes=config.decode_processes)
+        source = open_train(
+            decode_processes=config.decode_processes, decode_device=config.decode_device
+        )
         if not is_episodic(config.learner.method):
             config.learner.options.train_class_ids = [int(c) for c in source.class_ids]
         feed_config = FeedConfig(config.loader_workers)
@@ -369,6 +393,7 @@ def train(
                 config.split_file,
                 eval_options,
                 config.seed,
+                decode_device=config.decode_device,
             )
             validate = validation_hook(lambda: valid.episodes(0), config.validation_episodes)
     try:

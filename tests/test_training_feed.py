@@ -35,7 +35,7 @@ from learners.episode_source import (
     open_episode_source,
 )
 from learners.registry import build_learner, learner_config
-from learners.run_dir import CONFIG, RunConfig
+from learners.run_dir import CONFIG, RunConfig, write_or_check_run_config
 from learners.training_loop import list_snapshots
 from tests.conftest import make_local_runner
 from tests.test_reader_fixtures import write_dataset
@@ -405,6 +405,7 @@ def test_new_options_are_saved_and_only_result_changing_ones_block_a_resume(
         3,
         0,
     )
+    assert saved["decode_device"] == "cpu"
     capsys.readouterr()
     assert train_cli.main([*args[:-3], "--amp", "fp16", "--channels-last"]) == 2
     assert "different options (amp 'bf16' -> 'fp16')" in capsys.readouterr().err
@@ -419,7 +420,10 @@ def test_a_run_written_before_these_options_resumes(tmp_path) -> None:
     out = tmp_path / "run"
     assert train_cli.main([*TINY, "--episodes", "2", "--output", str(out)]) == 0
     saved = json.loads((out / CONFIG).read_text())
-    for key in ("loader_workers", "decode_processes", "keep_snapshots", "amp", "channels_last"):
+    for key in (
+        *("loader_workers", "decode_processes", "keep_snapshots", "amp", "channels_last"),
+        "decode_device",
+    ):
         del saved[key]
     (out / CONFIG).write_text(json.dumps(saved))
     assert train_cli.main([*TINY, "--episodes", "3", "--output", str(out)]) == 0
@@ -441,6 +445,48 @@ def test_impossible_loading_options_fail_with_one_line(extra, message, tmp_path,
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not out.exists()  # refused before anything was written
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusals of a machine without CUDA")
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ([], "--decode-device cuda: CUDA is not available on this machine"),
+        (["--loader-workers", "2"], "decodes in the training process: drop --loader-workers 2"),
+        (["--decode-processes", "2"], "drop --loader-workers 0 --decode-processes 2"),
+        (["--synthetic"], "--synthetic has none"),
+    ],
+)
+def test_gpu_decoding_is_refused_in_one_line_before_any_work(
+    extra, message, jpeg_dataset, tmp_path, capsys
+):
+    """`--decode-device cuda` without CUDA (this machine), with loader workers (GPU decoding
+    runs in the training process) or decode processes, or without records: one line, and
+    nothing written."""
+    out = tmp_path / "run"
+    data = [] if "--synthetic" in extra else ["--dataset", str(jpeg_dataset)]
+    argv = [*TINY[:-5], "--validation-episodes", "0", "--method", "protonet", *data, *extra]
+    argv += ["--episodes", "2", "--output", str(out), "--decode-device", "cuda"]
+    assert train_cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert not out.exists()
+    config = train_cli.run_config_from_args(
+        train_cli.build_parser().parse_args([*argv[:-1], "cpu"])
+    )
+    assert config.decode_device == "cpu"  # the default path, recorded
+
+
+def test_a_resume_may_change_the_decoding_device(tmp_path) -> None:
+    """Which episodes and labels a run reads never depends on the decoding device, only the
+    rounding of pixels (as with --device): a run started with GPU decoding resumes without."""
+    out = tmp_path / "run"
+    out.mkdir()
+    write_or_check_run_config(out, tiny_config(4, decode_device="cuda"))
+    write_or_check_run_config(out, tiny_config(6, decode_device="cpu"))
+    assert json.loads((out / CONFIG).read_text())["decode_device"] == "cpu"
+    with pytest.raises(ValueError, match="amp 'off' -> 'bf16'"):
+        write_or_check_run_config(out, tiny_config(6, amp="bf16"))
 
 
 # ----------------------------------------------------------------- Ctrl-C: nothing left behind
@@ -543,6 +589,8 @@ def test_device_auto_picks_loader_workers_on_cuda_and_keeps_the_cpu_default() ->
     assert choose_loading(CPU, "/data/x", None, None, cores=16) == (0, 0, None)  # as before
     assert choose_loading(cuda, "/data/x", None, 3, cores=16) == (0, 3, None)  # flags win
     assert choose_loading(cuda, "/data/x", 0, None, cores=16) == (0, 0, None)
+    gpu_decoding = choose_loading(cuda, "/data/x", None, None, cores=16, decode_device="cuda")
+    assert gpu_decoding[:2] == (0, 0) and "decodes JPEG records on the GPU" in gpu_decoding[2]
 
 
 def test_train_cli_on_cpu_reads_in_the_training_process_and_says_nothing(tmp_path, capsys):
