@@ -27,7 +27,7 @@ from episodes.episode_cli import (
 )
 from episodes.images.decoded_cache import DecodedCacheError
 from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
-from episodes.reader import CACHE_MODES, DTYPES, POOL_GATHER_BYTES, EpisodeReader
+from episodes.reader import CACHE_MODES, DECODE_DEVICES, DTYPES, POOL_GATHER_BYTES, EpisodeReader
 from episodes.records.dataset_spec import DatasetSpec, SpecError
 from episodes.records.reader_errors import ReaderError
 from episodes.records.record_index import RecordIndexError
@@ -131,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the platform allows; 0 decodes in this process)",
     )
     parser.add_argument(
+        "--decode-device",
+        default="cpu",
+        choices=DECODE_DEVICES,
+        help="cuda: decode JPEG records on the GPU (nvJPEG, opt-in; pixels differ slightly from "
+        "the reference decoder's, README: GPU decoding)",
+    )
+    parser.add_argument(
         "--resize",
         default=DEFAULT_RESIZE,
         choices=RESIZE_MODES,
@@ -169,6 +176,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.episodes < 0 or args.stats < 0 or args.start < 0:
         raise UserError("--episodes, --stats and --start must be >= 0")
+    if args.decode_device != "cpu":  # before any dataset is read
+        from episodes.images.gpu_decode import gpu_decode_problem
+
+        why_not = gpu_decode_problem(args.decode_device)
+        if why_not is not None:
+            raise UserError(f"--decode-device {args.decode_device}: {why_not}")
+        if args.decode_processes:
+            raise UserError(
+                f"--decode-processes {args.decode_processes} decodes on the CPU; "
+                f"--decode-device {args.decode_device} decodes in this process on the GPU"
+            )
     try:
         config = sampler_config_from_args(args)
         reader = EpisodeReader(
@@ -180,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dtype=args.dtype,
             num_threads=args.threads,
             decode_processes=args.decode_processes,
+            decode_device=args.decode_device,
             resize=args.resize,
             decoded_cache=args.decoded_cache,
             cache_root=args.cache_root,

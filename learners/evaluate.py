@@ -57,6 +57,7 @@ from learners.episode_eval import (
     EpisodeRecord,
     HardnessMeasure,
 )
+from learners.episode_feed import DECODE_DEVICES, check_decode_device
 from learners.episode_source import (
     SYNTHETIC,
     EpisodeSource,
@@ -75,7 +76,7 @@ from learners.md_finetune import check_md_finetune_flags
 from learners.methods.multiclass import MulticlassLearner
 from learners.metrics import summarize_accuracies
 from learners.registry import method_option_classes, methods_sharing
-from learners.run_dir import RunConfig, load_run_learner
+from learners.run_dir import RunConfig, load_run_learner, read_run_config
 from learners.sharded_evaluation import evaluate_shard
 from learners.training_loop import BEST, CHECKPOINTS, list_snapshots
 
@@ -132,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--label", default=None, help="method name in reports")
     parser.add_argument("--seed", type=int, default=0, help="evaluation episode seed")
     parser.add_argument("--device", default="auto")
+    parser.add_argument(
+        "--decode-device",
+        choices=DECODE_DEVICES,
+        default="cpu",
+        help="cuda: decode the episodes' JPEG records on the GPU (nvJPEG); pixels differ "
+        "slightly from the reference decoder's (README: GPU decoding)",
+    )
     parser.add_argument("--ways", type=int, default=None)
     parser.add_argument("--shots", type=int, default=None)
     parser.add_argument("--query", type=int, default=None)
@@ -252,8 +260,26 @@ def _episode_source(args: argparse.Namespace, config: RunConfig) -> EpisodeSourc
         for note in split_file_notes(dataset.split(","), split_file):
             print(f"note: {note}", file=sys.stderr)
     return open_episode_source(
-        dataset, args.split, split_file, _episode_options(args, config), args.seed
+        dataset,
+        args.split,
+        split_file,
+        _episode_options(args, config),
+        args.seed,
+        decode_device=args.decode_device,
     )
+
+
+def _check_decode_device(args: argparse.Namespace, device: Any) -> None:
+    """`--decode-device cuda`: refused in one line where it cannot run (before any work)."""
+    if args.decode_device == "cpu":
+        return
+    if args.episode_shards is not None:
+        raise UserError(
+            f"--decode-device {args.decode_device} decodes dataset records; episode shards are "
+            "read on the CPU (drop --decode-device or --episode-shards)"
+        )
+    dataset = _dataset(args) or read_run_config(args.run).dataset
+    check_decode_device(args.decode_device, device, None, None, dataset)
 
 
 def _learner_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -427,12 +453,13 @@ def _episode_count(args: argparse.Namespace) -> int:
 
 def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> dict[str, Any]:
     """Evaluate (as rank `ranks.rank` of a torchrun start, rank 0 writing, when sharded)."""
+    device = rank_device(ranks, resolve_device(args.device))
+    _check_decode_device(args, device)  # before the episodes are counted or read
     args.episodes = _episode_count(args)
     if args.episodes < 1:
         raise ValueError(f"--episodes {args.episodes}: expected >= 1")
     if args.episodes_per_batch is not None and args.episodes_per_batch < 1:
         raise ValueError(f"--episodes-per-batch {args.episodes_per_batch}: expected >= 1")
-    device = rank_device(ranks, resolve_device(args.device))
     which = args.checkpoint or _default_checkpoint(args.run)
     overrides = _learner_overrides(args)
     steps = (
@@ -505,6 +532,7 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
         # How the episodes were grouped, not a setting: episode i's draws come from (seed, i)
         # and it is adapted alone, so B and the ranks leave the records as they are.
         "episodes_per_batch": batching["episodes_per_batch"],
+        "decode_device": args.decode_device,  # the records' decoder (GPU: pixels differ slightly)
         **summarize_records(records),
         "out": str(out),
     }

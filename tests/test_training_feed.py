@@ -477,6 +477,31 @@ def test_gpu_decoding_is_refused_in_one_line_before_any_work(
     assert config.decode_device == "cpu"  # the default path, recorded
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a machine without CUDA")
+def test_evaluate_and_read_refuse_gpu_decoding_without_cuda_in_one_line(
+    jpeg_dataset, tmp_path, capsys
+):
+    """The same flag of `learners.evaluate` and `episodes.read`: refused before the run or the
+    dataset is read (the run folder here does not even exist), naming what is missing."""
+    from episodes import read as read_cli
+    from episodes.util.cli_errors import UserError
+    from learners import evaluate as evaluate_cli
+
+    run_folder = tmp_path / "no-run"
+    argv = ["--run", str(run_folder), "--dataset", str(jpeg_dataset), "--decode-device", "cuda"]
+    assert evaluate_cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--decode-device cuda: CUDA is not available" in err and err.count("\n") == 1, err
+    assert evaluate_cli.main([*argv, "--episode-shards", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "episode shards are read on the CPU" in err and err.count("\n") == 1, err
+    with pytest.raises(UserError, match="--decode-device cuda: CUDA is not available"):
+        read_cli.main(
+            ["--dataset", str(jpeg_dataset), "--split", "train", "--decode-device", "cuda"]
+        )
+    assert not run_folder.exists()
+
+
 def test_a_resume_may_change_the_decoding_device(tmp_path) -> None:
     """Which episodes and labels a run reads never depends on the decoding device, only the
     rounding of pixels (as with --device): a run started with GPU decoding resumes without."""
