@@ -282,30 +282,40 @@ def scaling_table(args: argparse.Namespace, dataset: Path, device: torch.device)
     return out
 
 
-def batch_rate(args: argparse.Namespace, dataset: Path, mode: Mode, device: torch.device) -> float:
-    """Multiclass batches/s the mode's feed delivers alone (start-up excluded); mode name
-    "one at a time" reads `batch(i)` after `batch(i)` (no read-ahead: the path before)."""
+def batch_rate(
+    args: argparse.Namespace, dataset: Path, mode: Mode, device: torch.device
+) -> tuple[float, float]:
+    """(multiclass batches/s the mode's feed delivers alone, the training process's CPU ms per
+    batch), start-up excluded; mode name "one at a time" reads `batch(i)` after `batch(i)` (no
+    read-ahead: the path before)."""
     options = episode_options(args)
     opener = functools.partial(open_batch_source, str(dataset), None, args.batch_size, options, 0)
     source = opener(decode_processes=mode.decode_processes)
+    # benchmark hook (as benchmarks/episodes.py): decode workers sleep MS per image instead
+    source.reader._emulate_decode_s = args.emulate_decode_ms / 1000
     try:
         if mode.name.endswith("one at a time"):
             items = (source.batch(i) for i in itertools.count())
         else:
             items = feed(source, opener, 0, FeedConfig(mode.loader_workers), device)
         next(items)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         for _ in range(args.rate_batches):
             next(items)
-        took = time.perf_counter() - t0
+        took, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         items.close()
     finally:
         source.close()
-    return args.rate_batches / took
+    return args.rate_batches / took, 1000 * cpu / args.rate_batches
 
 
 def multiclass_modes(args: argparse.Namespace) -> list[Mode]:
     w, d = args.workers, args.decode_processes
+    if args.emulate_decode_ms > 0:  # only decode processes emulate; the baseline is the first
+        return [
+            Mode(f"{d} decode processes, one at a time", "records", decode_processes=d),
+            Mode(f"{d} decode processes", "records", decode_processes=d),
+        ]
     return [
         Mode("inline", "records"),
         Mode(f"{d} decode processes, one at a time", "records", decode_processes=d),
@@ -327,13 +337,16 @@ def measure_multiclass(args: argparse.Namespace, workdir: Path) -> dict:
         "rounds": args.rounds,
         "cpus": os.cpu_count(),
         "load_average_at_start": os.getloadavg()[0],
+        "emulate_decode_ms": args.emulate_decode_ms,
         "batch_rates": {m.name: [] for m in multiclass_modes(args)},
+        "parent_cpu_ms_per_batch": {m.name: [] for m in multiclass_modes(args)},
     }
     for round_index in range(args.rounds):
         for mode in multiclass_modes(args):
             print(f"round {round_index + 1}/{args.rounds}: {mode.name}", flush=True)
-            rate = batch_rate(args, datasets[mode.data], mode, device)
+            rate, cpu_ms = batch_rate(args, datasets[mode.data], mode, device)
             results["batch_rates"][mode.name].append(rate)
+            results["parent_cpu_ms_per_batch"][mode.name].append(cpu_ms)
     results["load_average_at_end"] = os.getloadavg()[0]
     return results
 
@@ -341,19 +354,25 @@ def measure_multiclass(args: argparse.Namespace, workdir: Path) -> dict:
 def multiclass_lines(results: dict) -> list[str]:
     """Per loading: batches/s over the rounds and the ratio to inline reading in each round."""
     size = results["record_size"]
-    inline = results["batch_rates"]["inline"]
+    baseline = next(iter(results["batch_rates"]))
+    emulated = results["emulate_decode_ms"]
     lines = [
         f"multiclass feed benchmark on {results['device']}: batches of {results['batch_size']} "
         f"images at 84x84 from {size}x{size} JPEG records, {results['rate_batches']} batches "
         f"a rate, {results['rounds']} interleaved rounds; {results['cpus']} CPUs, load "
-        f"average {results['load_average_at_start']:.1f} -> {results['load_average_at_end']:.1f}",
+        f"average {results['load_average_at_start']:.1f} -> {results['load_average_at_end']:.1f}"
+        + (f"; decode emulated: workers sleep {emulated:g} ms an image" if emulated else ""),
         "",
-        "| loading | batches/s | ratio to inline (same round) |",
-        "| --- | --- | --- |",
+        f"| loading | batches/s | ratio to {baseline} (same round) | training process CPU "
+        "ms/batch |",
+        "| --- | --- | --- | --- |",
     ]
     for name, rates in results["batch_rates"].items():
-        ratios = [rate / base for rate, base in zip(rates, inline)]
-        lines.append(f"| {name} | {_range(rates, '.2f')} | {_range(ratios, '.2f')}x |")
+        ratios = [rate / base for rate, base in zip(rates, results["batch_rates"][baseline])]
+        cpu = results["parent_cpu_ms_per_batch"][name]
+        lines.append(
+            f"| {name} | {_range(rates, '.2f')} | {_range(ratios, '.2f')}x | {_range(cpu, '.1f')} |"
+        )
     return lines
 
 
@@ -615,6 +634,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--batch-size", type=int, default=64, help="--multiclass batch size")
     parser.add_argument("--rate-batches", type=int, default=8, help="--multiclass: batches a rate")
+    parser.add_argument(
+        "--emulate-decode-ms",
+        type=float,
+        default=0.0,
+        help="--multiclass: decode processes sleep MS per image instead of decoding (sleep "
+        "uses no CPU: N processes on 2 cores behave like N cores); compares reading ahead "
+        "with one batch at a time",
+    )
     parser.add_argument("--json", help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
     if min(args.steps, args.stand_in_steps) < 4 or args.rounds < 1:
