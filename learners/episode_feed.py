@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from episodes.read import ARRAY_FIELDS
+from episodes.reader import DECODE_DEVICES
 from learners.device_prefetch import prefetch_to_device
 from learners.episode_batch import episode_field
 from learners.episode_source import SYNTHETIC, close_source
@@ -229,9 +230,6 @@ def check_throughput_options(
         )
     if decode_processes > 0 and dataset == SYNTHETIC:
         raise ValueError("--decode-processes decodes JPEG records; --dataset synthetic has none")
-
-
-DECODE_DEVICES = ("cpu", "cuda")
 
 
 def check_decode_device(
