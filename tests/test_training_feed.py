@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -173,6 +174,30 @@ def test_batches_are_byte_identical_whatever_the_loading(
     # the cache holds the records' reference decoding: the same bytes
     assert_same_items(stream_items(cached, 0, 4, workers=0), stream_items(records, 0, 4, workers=0))
     assert no_children_left()
+
+
+def test_gpu_decoded_parts_join_into_the_same_batch(jpeg_dataset, second_dataset) -> None:
+    """With `decode_device="cuda"` a batch's parts are torch tensors (on the GPU); joined with
+    torch they give the bytes numpy gives (shown here with CPU tensors)."""
+    source = open_batch_source(f"{jpeg_dataset},{second_dataset}", None, 24, OPTIONS, 7)
+    try:
+        index = next(i for i in range(50) if len(source.plan(i).parts) == 2)
+        plan = source.plan(index)
+        episodes = [source.reader.read(d) for _, d in plan.parts]
+    finally:
+        source.close()
+    images, ids = plan.join(episodes, source.ID_STRIDE)
+    as_torch = [
+        SimpleNamespace(
+            support_images=torch.from_numpy(e.support_images),
+            support_class_ids=e.support_class_ids,
+        )
+        for e in episodes
+    ]
+    torch_images, torch_ids = plan.join(as_torch, source.ID_STRIDE)
+    assert isinstance(torch_images, torch.Tensor)
+    assert torch.equal(torch_images, torch.from_numpy(images))
+    np.testing.assert_array_equal(torch_ids, ids, strict=True)
 
 
 def test_episode_shards_are_read_by_one_worker_in_order(jpeg_dataset, tmp_path):
