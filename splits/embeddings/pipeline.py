@@ -6,8 +6,11 @@ sec. 4), phi being a backbone without its last layer (`splits.embeddings.feature
 Create(chunks: a class's records split into runs of at most `chunk_size`) -> EmbedClasses
 (EmbedChunks: the model loaded once per worker; records read with one seek, decoded and resized,
 embedded in batches; per-chunk float64 sums -> CombinePerKey adding partial sums in chunk order)
--> WriteClassSums (one element: sums, counts and skipped records for the driver), then the
-driver writes the npz (`splits.embeddings.embeddings_file`) atomically. Chunks and batches do not depend on
+-> GroupForSums (the class sums and skipped records gathered under one key) -> WriteClassSums
+(sums, counts and skipped records for the driver), then the driver writes the npz
+(`splits.embeddings.embeddings_file`) atomically. No tagged outputs and no side inputs (as in
+beam_pipelines.writer): each step's elements are (kind, value) pairs, so every Beam runner
+(Dask's included, which hands every tagged output to every consumer) routes them alike. Chunks and batches do not depend on
 the worker count and sums are added in a fixed order, so 1 or N workers give the same matrix.
 Lives apart from the CLI so that Beam workers unpickle its classes by module name.
 """
@@ -29,6 +32,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_pipelines.runner_options import RunnerChoice
+from beam_pipelines.writer import of_kind
 from episodes.fetch import require_local_dataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
@@ -36,6 +40,9 @@ from episodes.util.progress_lines import ProgressLines
 from splits.embeddings.embeddings_file import EmbeddingsFile
 
 SKIPPED = "skipped"
+PARTIAL_SUM = "partial"
+CLASS_SUM = "class"
+SUMS_TRIGGER = "trigger"
 SUMS_FILE = "class_sums.npz"
 SKIPPED_FILE = "skipped.json"
 
@@ -112,10 +119,10 @@ def plan_chunks(images_per_class: Sequence[int], chunk_size: int) -> list[Chunk]
 
 
 class EmbedChunksFn(beam.DoFn):
-    """Chunk -> (class id, (chunk index, float64 feature sum, image count)).
+    """Chunk -> ("partial", (class id, (chunk index, float64 feature sum, image count))).
 
-    The model is loaded once per worker in `setup`; unreadable records go to `skipped` as
-    (path, record, reason) and are left out of the sum."""
+    The model is loaded once per worker in `setup`; unreadable records are emitted as
+    ("skipped", {path, record, reason}) and left out of the sum."""
 
     def __init__(
         self,
@@ -222,13 +229,13 @@ class EmbedChunksFn(beam.DoFn):
             encoded, unreadable = self._read(chunk.class_id, records)
             images, undecodable = self._decode(chunk.class_id, encoded)
             for entry in unreadable + undecodable:
-                yield beam.pvalue.TaggedOutput(SKIPPED, entry)
+                yield SKIPPED, entry
             if len(images):
                 total += self._feature_sum(images)
                 count += len(images)
         self.classes_begun.add(chunk.class_id)
         self.progress.advance(count, f"{len(self.classes_begun):,} classes begun")
-        yield chunk.class_id, (chunk.index, total, count)
+        yield PARTIAL_SUM, (chunk.class_id, (chunk.index, total, count))
 
 
 class OrderedSumFn(beam.CombineFn):
@@ -259,26 +266,61 @@ class OrderedSumFn(beam.CombineFn):
 
 
 class EmbedClasses(beam.PTransform):
-    """Chunks -> {"sums": (class id, (float64 feature sum, images)), "skipped": records}."""
+    """Chunks -> one collection of ("class", (class id, (float64 feature sum, images))) and
+    ("skipped", record) elements."""
 
     def __init__(self, embed_fn: EmbedChunksFn):
         super().__init__()
         self.embed_fn = embed_fn
 
-    def expand(self, chunks: beam.PCollection) -> dict[str, beam.PCollection]:
-        results = (
-            chunks
-            | "Spread" >> beam.Reshuffle()
-            | "EmbedChunks" >> beam.ParDo(self.embed_fn).with_outputs(SKIPPED, main="sums")
+    def expand(self, chunks: beam.PCollection) -> beam.PCollection:
+        results = chunks | "Spread" >> beam.Reshuffle() | "EmbedChunks" >> beam.ParDo(self.embed_fn)
+        sums = (
+            results
+            | "KeepPartialSums" >> beam.FlatMap(of_kind, PARTIAL_SUM)
+            | "SumInChunkOrder" >> beam.CombinePerKey(OrderedSumFn())
+            | "KindSums" >> beam.Map(lambda class_sum: (CLASS_SUM, class_sum))
         )
-        sums = results.sums | "SumInChunkOrder" >> beam.CombinePerKey(OrderedSumFn())
-        return {"sums": sums, "skipped": results[SKIPPED]}
+        skipped = results | "KeepSkipped" >> beam.Filter(lambda element: element[0] == SKIPPED)
+        return (sums, skipped) | "SumsAndSkipped" >> beam.Flatten()
+
+
+class WriteClassSums(beam.PTransform):
+    """("class", ...) and ("skipped", ...) elements -> the job's one output element, written
+    into `work_dir` (`write_class_sums`) from a single group, after every class was summed."""
+
+    def __init__(self, work_dir: str):
+        super().__init__()
+        self.work_dir = work_dir
+
+    def expand(self, results: beam.PCollection) -> beam.PCollection:
+        trigger = results.pipeline | "SumsTrigger" >> beam.Create([(SUMS_TRIGGER, None)])
+        return (
+            (trigger, results)
+            | "GatherSums" >> beam.Flatten()
+            | "UnderOneKey" >> beam.Map(lambda element: (0, element))
+            | "GroupForSums" >> beam.GroupByKey()
+            | "WriteSums" >> beam.Map(write_gathered_class_sums, self.work_dir)
+        )
+
+
+def write_gathered_class_sums(
+    gathered: tuple[Any, Iterable[tuple[str, Any]]], work_dir: str
+) -> int:
+    """`write_class_sums` from the one group of (kind, value) elements."""
+    sums, skipped = [], []
+    for kind, value in gathered[1]:
+        if kind == CLASS_SUM:
+            sums.append(value)
+        elif kind == SKIPPED:
+            skipped.append(value)
+    return write_class_sums(sums, skipped, work_dir)
 
 
 def write_class_sums(
-    _: Any, sums: list[tuple[int, tuple[np.ndarray, int]]], skipped: list[dict], work_dir: str
+    sums: list[tuple[int, tuple[np.ndarray, int]]], skipped: list[dict], work_dir: str
 ) -> int:
-    """The job's one output element: sums and counts by class id, skipped records as JSON."""
+    """Sums and counts by class id as an npz, skipped records as JSON, into `work_dir`."""
     ordered = sorted(sums, key=lambda item: item[0])
     class_ids = np.asarray([c for c, _ in ordered], dtype=np.int64)
     matrix = np.stack([s for _, (s, _) in ordered]) if ordered else np.zeros((0, 0))
@@ -378,21 +420,11 @@ def embed_dataset(
     began = time.monotonic()
     try:
         with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
-            results = (
+            _ = (
                 pipeline
                 | "Chunks" >> beam.Create(chunks, reshuffle=False)
                 | "EmbedClasses" >> EmbedClasses(embed_fn)
-            )
-            _ = (
-                pipeline
-                | "Once" >> beam.Create([None])
-                | "WriteClassSums"
-                >> beam.Map(
-                    write_class_sums,
-                    beam.pvalue.AsList(results["sums"]),
-                    beam.pvalue.AsList(results["skipped"]),
-                    work_dir,
-                )
+                | "WriteClassSums" >> WriteClassSums(work_dir)
             )
         with np.load(Path(work_dir, SUMS_FILE)) as data:
             class_ids, sums, counts = data["class_ids"], data["sums"], data["counts"]
