@@ -7,6 +7,8 @@ their encoded images from the dataset's records (no re-encoding) and writes the 
 worker count and nothing depends on bundle order, so 1 or N workers give the same bytes. Shards
 go to a staging folder that is renamed to SHARDS at the end, with a manifest `episodes.json`
 (parameters, files, episode counts, sha256). Record keys: see `episodes.episode_shards`.
+A `--dataset` URL (s3://, gs://) is read by the workers where it lies, one ranged read per
+record (beam_pipelines.remote_episode_source): no worker needs a local copy.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import apache_beam as beam
 from beam_pipelines.interrupt_exit import exit_on_interrupt
 from beam_pipelines.job_faults import unwritable_output_in_one_line
 from beam_pipelines.output_lock import OutputLock, acquire_output_lock, remove_leftovers
+from beam_pipelines.remote_episode_source import RemoteEpisodeSource
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.episode_cli import (
     add_episode_source_arguments,
@@ -78,9 +81,21 @@ class ShardJob:
     mix_lambda: float | None = None
     base_split: str = "train"
 
-    def reader(self) -> EpisodeReader:
+    def reader(self) -> EpisodeReader | RemoteEpisodeSource:
+        """The episodes to write: an EpisodeReader of local folders, or, when a dataset is a
+        URL, its records read where they lie (beam_pipelines.remote_episode_source)."""
         from episodes.sampler_config import SamplerConfig
 
+        if any(storage_paths.is_remote(d) for d in self.dataset_dirs):
+            return RemoteEpisodeSource(
+                list(self.dataset_dirs),
+                self.split,
+                SamplerConfig.from_json(self.config),
+                self.seed,
+                split_file=self.split_file,
+                mix_lambda=self.mix_lambda,
+                base_split=self.base_split,
+            )
         return EpisodeReader(
             list(self.dataset_dirs),
             self.split,
@@ -256,6 +271,10 @@ def _write_episode_shards(
         if output.exists() and not overwrite:
             raise OutputExistsError(f"{output}: output exists (pass --overwrite to replace it)")
         staging = None
+    remote_datasets = [d for d in job_args["dataset_dirs"] if storage_paths.is_remote(d)]
+    if remote_datasets:  # read by the workers where they lie
+        storage_paths.use_options(runner.options)
+        runner.check_storage(*remote_datasets)
     job = ShardJob(staging=str(staging or output), **job_args)
     if job.num_episodes < 1 or job.num_shards < 1 or job.start < 0:
         raise ReaderError(

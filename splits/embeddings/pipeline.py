@@ -155,7 +155,12 @@ class EmbedChunksFn(beam.DoFn):
         self.model, self.normalization, self.info = load_feature_extractor(
             self.checkpoint, self.device
         )
-        self.reader = RecordReader(self.dataset_dir, self.file_pattern)
+        if storage_paths.is_remote(self.dataset_dir):  # ranged reads of the class objects
+            from episodes.records.remote_records import RemoteRecordReader
+
+            self.reader = RemoteRecordReader(self.dataset_dir, self.file_pattern)
+        else:
+            self.reader = RecordReader(self.dataset_dir, self.file_pattern)
         self.progress = ProgressLines(
             f"embed pid {os.getpid()}",
             self.expected_images // self.workers,
@@ -332,7 +337,11 @@ def write_class_sums(
 
 
 def check_dataset(dataset_dir: str | os.PathLike) -> DatasetSpec:
-    """The dataset's spec, after checking every class has images and a records file."""
+    """The dataset's spec, after checking every class has images and a records file. A URL
+    (s3://, gs://) is checked by one listing; give the store's options first
+    (`storage_paths.use_options`)."""
+    if storage_paths.is_remote(dataset_dir):
+        return check_remote_dataset(str(dataset_dir))
     try:
         require_local_dataset(dataset_dir)
     except SpecError as exc:
@@ -344,12 +353,7 @@ def check_dataset(dataset_dir: str | os.PathLike) -> DatasetSpec:
         spec = load_spec(path)
     except SpecError as exc:
         raise EmbedError(f"--dataset {path}: {exc}") from None
-    empty = [n for n, k in zip(spec.class_names, spec.images_per_class) if k < 1]
-    if empty:
-        raise EmbedError(
-            f"--dataset {path}: {len(empty)} classes have no images (e.g. {empty[:3]}); "
-            "a class embedding is a mean over at least one image"
-        )
+    check_class_images(spec, str(path))
     missing = [c for c in range(spec.num_classes) if not spec.records_path(c).is_file()]
     if missing:
         raise EmbedError(
@@ -357,6 +361,33 @@ def check_dataset(dataset_dir: str | os.PathLike) -> DatasetSpec:
             f"{spec.records_path(missing[0])}"
         )
     return spec
+
+
+def check_remote_dataset(url: str) -> DatasetSpec:
+    """`check_dataset` of a dataset folder in object storage (the workers read it there)."""
+    from episodes.records.remote_records import load_remote_dataset, missing_records
+
+    try:
+        spec, listing = load_remote_dataset(url)
+    except SpecError as exc:
+        raise EmbedError(f"--dataset {exc}") from None
+    check_class_images(spec, url)
+    missing = missing_records(spec, listing, range(spec.num_classes))
+    if missing:
+        raise EmbedError(
+            f"--dataset {url}: {len(missing)} records objects missing, e.g. "
+            f"{storage_paths.join(url, missing[0])}"
+        )
+    return spec
+
+
+def check_class_images(spec: DatasetSpec, where: str) -> None:
+    empty = [n for n, k in zip(spec.class_names, spec.images_per_class) if k < 1]
+    if empty:
+        raise EmbedError(
+            f"--dataset {where}: {len(empty)} classes have no images (e.g. {empty[:3]}); "
+            "a class embedding is a mean over at least one image"
+        )
 
 
 def check_output(output: str | os.PathLike) -> Path | str:
@@ -397,16 +428,21 @@ def embed_dataset(
     from splits.embeddings.feature_extractor import load_feature_extractor
 
     output = check_output(output)
+    remote_dataset = storage_paths.is_remote(dataset_dir)
+    if remote_dataset:
+        storage_paths.use_options(runner.options)
+        runner.check_storage(dataset_dir)
     spec = check_dataset(dataset_dir)
+    location = str(dataset_dir).rstrip("/") if remote_dataset else str(spec.root)
     _, _, info = load_feature_extractor(checkpoint, "cpu")
     chunks = plan_chunks(spec.images_per_class, options.chunk_size)
     embed_fn = EmbedChunksFn(
-        str(spec.root), spec.file_pattern, info.checkpoint, options, spec.total_images, workers
+        location, spec.file_pattern, info.checkpoint, options, spec.total_images, workers
     )
     if options.progress:
         print(
             f"[embed] {spec.num_classes:,} classes, {spec.total_images:,} images in "
-            f"{len(chunks):,} chunks of {spec.root} with {info.name}; {runner.description}",
+            f"{len(chunks):,} chunks of {location} with {info.name}; {runner.description}",
             file=sys.stderr,
             flush=True,
         )
