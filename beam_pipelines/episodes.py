@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import logging
+import math
 import shutil
 import sys
 import time
@@ -56,8 +57,12 @@ from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser
 from episodes.util.progress_lines import ProgressLines
 
-DEFAULT_EPISODES_PER_SHARD = 100
-MAX_DEFAULT_SHARDS = 16
+# Default shard count: shards of about TARGET_SHARD_BYTES (TensorFlow's TFRecord guide asks for
+# files of 10+ MB, ideally 100+ MB, for read throughput), estimated from the encoded images of
+# the first SIZE_SAMPLE_EPISODES episodes; at most one shard per episode and MAX_DEFAULT_SHARDS.
+TARGET_SHARD_BYTES = 128 << 20
+SIZE_SAMPLE_EPISODES = 8
+MAX_DEFAULT_SHARDS = 4096
 
 
 class OutputExistsError(ValueError):
@@ -74,7 +79,7 @@ class ShardJob:
     seed: int
     start: int
     num_episodes: int
-    num_shards: int
+    num_shards: int | None  # None: default_num_shards, from the first episodes' size
     staging: str
     split_file: str | None = None
     index_cache_dir: str | None = None
@@ -111,9 +116,22 @@ class ShardJob:
         )
 
 
-def default_num_shards(num_episodes: int) -> int:
-    """About 100 episodes per shard, at most 16 shards, at least 1."""
-    return max(1, min(MAX_DEFAULT_SHARDS, -(-num_episodes // DEFAULT_EPISODES_PER_SHARD)))
+def default_num_shards(num_episodes: int, episode_bytes: float) -> int:
+    """Shards of about TARGET_SHARD_BYTES for `num_episodes` episodes of `episode_bytes` each:
+    at least 1, at most one per episode and MAX_DEFAULT_SHARDS."""
+    wanted = math.ceil(num_episodes * max(float(episode_bytes), 1.0) / TARGET_SHARD_BYTES)
+    return max(1, min(wanted, num_episodes, MAX_DEFAULT_SHARDS))
+
+
+def mean_episode_bytes(reader: Any, start: int, num_episodes: int) -> float:
+    """Mean encoded image bytes of the first (at most SIZE_SAMPLE_EPISODES) episodes of the
+    job: what a shard holds per episode, less the small labels and names."""
+    count = max(1, min(SIZE_SAMPLE_EPISODES, num_episodes))
+    total = 0
+    for index in range(start, start + count):
+        support, query = reader.encoded_images(reader.describe(index))
+        total += sum(map(len, support)) + sum(map(len, query))
+    return total / count
 
 
 @contextmanager
@@ -276,13 +294,16 @@ def _write_episode_shards(
         storage_paths.use_options(runner.options)
         runner.check_storage(*remote_datasets)
     job = ShardJob(staging=str(staging or output), **job_args)
-    if job.num_episodes < 1 or job.num_shards < 1 or job.start < 0:
+    if job.num_episodes < 1 or (job.num_shards is not None and job.num_shards < 1) or job.start < 0:
         raise ReaderError(
             f"episodes={job.num_episodes}, num_shards={job.num_shards}, "
             f"start={job.start}: expected episodes >= 1, shards >= 1, start >= 0"
         )
     reader = job.reader()  # validates dataset, split, sampler config before the pipeline
     reader.describe(job.start)
+    if job.num_shards is None:
+        episode_bytes = mean_episode_bytes(reader, job.start, job.num_episodes)
+        job = replace(job, num_shards=default_num_shards(job.num_episodes, episode_bytes))
     existed = remote or output.exists()
     if not remote:
         staging = staging_folder(output)  # .NAME.tmp-PID-HEX8, found by remove_leftovers
@@ -346,8 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--num-shards",
         type=int,
         default=None,
-        help=f"shard files (default: ~{DEFAULT_EPISODES_PER_SHARD} episodes each, "
-        f"at most {MAX_DEFAULT_SHARDS})",
+        help=f"shard files (default: about {TARGET_SHARD_BYTES >> 20} MiB each, from the size "
+        f"of the first {SIZE_SAMPLE_EPISODES} episodes; at most one per episode and "
+        f"{MAX_DEFAULT_SHARDS})",
     )
     parser.add_argument("--split-file", help="split JSON overriding the spec's splits")
     parser.add_argument("--index-cache-dir", help="where to keep built .index files")
@@ -370,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "start": args.start,
         "num_episodes": args.episodes,
-        "num_shards": args.num_shards or default_num_shards(args.episodes),
+        "num_shards": args.num_shards,
         "split_file": args.split_file,
         "index_cache_dir": args.index_cache_dir,
         "mix_lambda": args.mix_lambda,
