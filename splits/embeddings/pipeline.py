@@ -17,6 +17,7 @@ Lives apart from the CLI so that Beam workers unpickle its classes by module nam
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -325,14 +326,18 @@ def write_gathered_class_sums(
 def write_class_sums(
     sums: list[tuple[int, tuple[np.ndarray, int]]], skipped: list[dict], work_dir: str
 ) -> int:
-    """Sums and counts by class id as an npz, skipped records as JSON, into `work_dir`."""
+    """Sums and counts by class id as an npz, skipped records as JSON, into `work_dir` (a
+    local folder, or a prefix in object storage that the launcher reads back)."""
     ordered = sorted(sums, key=lambda item: item[0])
     class_ids = np.asarray([c for c, _ in ordered], dtype=np.int64)
     matrix = np.stack([s for _, (s, _) in ordered]) if ordered else np.zeros((0, 0))
     counts = np.asarray([n for _, (_, n) in ordered], dtype=np.int64)
-    np.savez(os.path.join(work_dir, SUMS_FILE), class_ids=class_ids, sums=matrix, counts=counts)
+    buffer = io.BytesIO()
+    np.savez(buffer, class_ids=class_ids, sums=matrix, counts=counts)
+    storage_paths.write_bytes(storage_paths.join(work_dir, SUMS_FILE), buffer.getvalue())
     rows = sorted(skipped, key=lambda s: (s["path"], s["record"]))
-    Path(work_dir, SKIPPED_FILE).write_text(json.dumps(rows, indent=1) + "\n")
+    text = json.dumps(rows, indent=1) + "\n"
+    storage_paths.write_bytes(storage_paths.join(work_dir, SKIPPED_FILE), text.encode())
     return len(ordered)
 
 
@@ -449,7 +454,8 @@ def embed_dataset(
     remote = storage_paths.is_remote(output)
     if remote:
         storage_paths.use_options(runner.options)
-        work_dir = tempfile.mkdtemp(prefix=".embed-")  # local runners' sums; the npz goes up
+        # the sums beside the output, where any runner's workers and the launcher reach them
+        work_dir = storage_paths.staging_prefix(str(output))
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
         work_dir = tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent)
@@ -462,11 +468,15 @@ def embed_dataset(
                 | "EmbedClasses" >> EmbedClasses(embed_fn)
                 | "WriteClassSums" >> WriteClassSums(work_dir)
             )
-        with np.load(Path(work_dir, SUMS_FILE)) as data:
+        sums_file = io.BytesIO(storage_paths.read_bytes(storage_paths.join(work_dir, SUMS_FILE)))
+        with np.load(sums_file) as data:
             class_ids, sums, counts = data["class_ids"], data["sums"], data["counts"]
-        skipped = json.loads(Path(work_dir, SKIPPED_FILE).read_text())
+        skipped = json.loads(storage_paths.read_bytes(storage_paths.join(work_dir, SKIPPED_FILE)))
     finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        if remote:
+            storage_paths.discard_prefix(work_dir)
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
     seconds = time.monotonic() - began
     full_sums = np.zeros((spec.num_classes, info.feature_dim), dtype=np.float64)
     full_counts = np.zeros(spec.num_classes, dtype=np.int64)
