@@ -7,6 +7,8 @@ their encoded images from the dataset's records (no re-encoding) and writes the 
 worker count and nothing depends on bundle order, so 1 or N workers give the same bytes. Shards
 go to a staging folder that is renamed to SHARDS at the end, with a manifest `episodes.json`
 (parameters, files, episode counts, sha256). Record keys: see `episodes.episode_shards`.
+A `--dataset` URL (s3://, gs://) is read by the workers where it lies, one ranged read per
+record (beam_pipelines.remote_episode_source): no worker needs a local copy.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import hashlib
 import json
 import logging
+import math
 import shutil
 import sys
 import time
@@ -29,6 +32,7 @@ import apache_beam as beam
 from beam_pipelines.interrupt_exit import exit_on_interrupt
 from beam_pipelines.job_faults import unwritable_output_in_one_line
 from beam_pipelines.output_lock import OutputLock, acquire_output_lock, remove_leftovers
+from beam_pipelines.remote_episode_source import RemoteEpisodeSource
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.episode_cli import (
     add_episode_source_arguments,
@@ -53,8 +57,12 @@ from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser
 from episodes.util.progress_lines import ProgressLines
 
-DEFAULT_EPISODES_PER_SHARD = 100
-MAX_DEFAULT_SHARDS = 16
+# Default shard count: shards of about TARGET_SHARD_BYTES (TensorFlow's TFRecord guide asks for
+# files of 10+ MB, ideally 100+ MB, for read throughput), estimated from the encoded images of
+# the first SIZE_SAMPLE_EPISODES episodes; at most one shard per episode and MAX_DEFAULT_SHARDS.
+TARGET_SHARD_BYTES = 128 << 20
+SIZE_SAMPLE_EPISODES = 8
+MAX_DEFAULT_SHARDS = 4096
 
 
 class OutputExistsError(ValueError):
@@ -71,16 +79,28 @@ class ShardJob:
     seed: int
     start: int
     num_episodes: int
-    num_shards: int
+    num_shards: int | None  # None: default_num_shards, from the first episodes' size
     staging: str
     split_file: str | None = None
     index_cache_dir: str | None = None
     mix_lambda: float | None = None
     base_split: str = "train"
 
-    def reader(self) -> EpisodeReader:
+    def reader(self) -> EpisodeReader | RemoteEpisodeSource:
+        """The episodes to write: an EpisodeReader of local folders, or, when a dataset is a
+        URL, its records read where they lie (beam_pipelines.remote_episode_source)."""
         from episodes.sampler_config import SamplerConfig
 
+        if any(storage_paths.is_remote(d) for d in self.dataset_dirs):
+            return RemoteEpisodeSource(
+                list(self.dataset_dirs),
+                self.split,
+                SamplerConfig.from_json(self.config),
+                self.seed,
+                split_file=self.split_file,
+                mix_lambda=self.mix_lambda,
+                base_split=self.base_split,
+            )
         return EpisodeReader(
             list(self.dataset_dirs),
             self.split,
@@ -96,9 +116,22 @@ class ShardJob:
         )
 
 
-def default_num_shards(num_episodes: int) -> int:
-    """About 100 episodes per shard, at most 16 shards, at least 1."""
-    return max(1, min(MAX_DEFAULT_SHARDS, -(-num_episodes // DEFAULT_EPISODES_PER_SHARD)))
+def default_num_shards(num_episodes: int, episode_bytes: float) -> int:
+    """Shards of about TARGET_SHARD_BYTES for `num_episodes` episodes of `episode_bytes` each:
+    at least 1, at most one per episode and MAX_DEFAULT_SHARDS."""
+    wanted = math.ceil(num_episodes * max(float(episode_bytes), 1.0) / TARGET_SHARD_BYTES)
+    return max(1, min(wanted, num_episodes, MAX_DEFAULT_SHARDS))
+
+
+def mean_episode_bytes(reader: Any, start: int, num_episodes: int) -> float:
+    """Mean encoded image bytes of the first (at most SIZE_SAMPLE_EPISODES) episodes of the
+    job: what a shard holds per episode, less the small labels and names."""
+    count = max(1, min(SIZE_SAMPLE_EPISODES, num_episodes))
+    total = 0
+    for index in range(start, start + count):
+        support, query = reader.encoded_images(reader.describe(index))
+        total += sum(map(len, support)) + sum(map(len, query))
+    return total / count
 
 
 @contextmanager
@@ -256,14 +289,21 @@ def _write_episode_shards(
         if output.exists() and not overwrite:
             raise OutputExistsError(f"{output}: output exists (pass --overwrite to replace it)")
         staging = None
+    remote_datasets = [d for d in job_args["dataset_dirs"] if storage_paths.is_remote(d)]
+    if remote_datasets:  # read by the workers where they lie
+        storage_paths.use_options(runner.options)
+        runner.check_storage(*remote_datasets)
     job = ShardJob(staging=str(staging or output), **job_args)
-    if job.num_episodes < 1 or job.num_shards < 1 or job.start < 0:
+    if job.num_episodes < 1 or (job.num_shards is not None and job.num_shards < 1) or job.start < 0:
         raise ReaderError(
             f"episodes={job.num_episodes}, num_shards={job.num_shards}, "
             f"start={job.start}: expected episodes >= 1, shards >= 1, start >= 0"
         )
     reader = job.reader()  # validates dataset, split, sampler config before the pipeline
     reader.describe(job.start)
+    if job.num_shards is None:
+        episode_bytes = mean_episode_bytes(reader, job.start, job.num_episodes)
+        job = replace(job, num_shards=default_num_shards(job.num_episodes, episode_bytes))
     existed = remote or output.exists()
     if not remote:
         staging = staging_folder(output)  # .NAME.tmp-PID-HEX8, found by remove_leftovers
@@ -327,8 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--num-shards",
         type=int,
         default=None,
-        help=f"shard files (default: ~{DEFAULT_EPISODES_PER_SHARD} episodes each, "
-        f"at most {MAX_DEFAULT_SHARDS})",
+        help=f"shard files (default: about {TARGET_SHARD_BYTES >> 20} MiB each, from the size "
+        f"of the first {SIZE_SAMPLE_EPISODES} episodes; at most one per episode and "
+        f"{MAX_DEFAULT_SHARDS})",
     )
     parser.add_argument("--split-file", help="split JSON overriding the spec's splits")
     parser.add_argument("--index-cache-dir", help="where to keep built .index files")
@@ -351,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "start": args.start,
         "num_episodes": args.episodes,
-        "num_shards": args.num_shards or default_num_shards(args.episodes),
+        "num_shards": args.num_shards,
         "split_file": args.split_file,
         "index_cache_dir": args.index_cache_dir,
         "mix_lambda": args.mix_lambda,

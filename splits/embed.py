@@ -3,6 +3,8 @@
   python -m splits.embed --dataset OUT/omniglot --model RUN_OR_CHECKPOINT --output E.npz
   python -m splits.embed --dataset OUT/omniglot --pretrain cnn4 --output E.npz
 
+`--dataset` may be a URL (s3://, gs://): the workers read its records there, one ranged read
+per record (episodes.records.remote_records), so no worker needs a local copy.
 `--model` takes a checkpoint written by learners (a .pt file, or a run folder: its last.pt).
 `--pretrain` first trains that backbone by cross-entropy over all classes of the dataset (ATG
 sec. 5: the feature extractor is pretrained on the data being partitioned) and keeps its run
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from episodes.records import storage_paths
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import (
     add_dataset_argument,
@@ -152,8 +155,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     resolve_device(args.device)
     output = check_output(args.output)
-    check_dataset(dataset)
     runner = make_runner(args, beam_args)
+    if storage_paths.is_remote(dataset):  # read by the workers where it lies
+        if pretrain_config is not None:
+            raise EmbedError(
+                f"--pretrain trains on a local folder; copy --dataset {dataset} first with "
+                f"`python -m episodes.fetch --dataset {dataset} --output LOCAL_FOLDER`, or give "
+                "--model CHECKPOINT"
+            )
+        storage_paths.use_options(runner.options)
+        runner.check_storage(dataset)
+    check_dataset(dataset)
     checkpoint = args.model
     if pretrain_config is not None:
         from splits.embeddings.pretrain import pretrain

@@ -91,3 +91,26 @@ def test_dask_runner_accepted_by_its_short_name(name):
     assert chosen.options.get_all_options()["npartitions"] == 3
     assert chosen.options.get_all_options()["partition_size"] is None
     assert choice.options.get_all_options()["npartitions"] == 16
+
+
+def test_embeddings_are_byte_identical_on_a_dask_cluster(cluster, tmp_path, capsys):
+    """The class-embedding job (splits.embed) on Dask: the same npz as the DirectRunner, and the
+    one unreadable record reported once (the skipped records and the class sums travel in one
+    collection of (kind, value) elements, not as a tagged output every consumer would see)."""
+    from splits import embed as embed_cli
+    from tests.test_embed import write_random_checkpoint, write_tiny_dataset
+
+    spec = write_tiny_dataset(tmp_path / "tiny", corrupt=(2, 1))
+    checkpoint = write_random_checkpoint(tmp_path / "run" / "last.pt")
+    common = ["--dataset", str(spec.root), "--model", str(checkpoint), "--device", "cpu"]
+    common += ["--batch-size", "3", "--chunk-size", "4", "--no-progress"]
+    assert embed_cli.main([*common, "--output", str(tmp_path / "direct.npz")]) == 0
+    direct_out = capsys.readouterr().out
+    on_dask = tmp_path / "dask.npz"
+    assert embed_cli.main([*common, "--output", str(on_dask), *_dask_flags(cluster)]) == 0
+    out = capsys.readouterr().out
+    assert f"DaskRunner ({cluster})" in out
+    assert on_dask.read_bytes() == (tmp_path / "direct.npz").read_bytes()
+    assert "skipped 1 unreadable records" in direct_out and "skipped 1 unreadable records" in out
+    assert "2.tfrecords record 1" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dask.npz", "direct.npz", "run", "tiny"]

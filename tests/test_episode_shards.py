@@ -192,3 +192,34 @@ def test_corrupt_shard_is_reported_with_its_file(toy, tmp_path):
         list(EpisodeShardReader(tmp_path / "shards"))
     with pytest.raises(ShardError, match="no such"):
         EpisodeShardReader(tmp_path / "missing")
+
+
+def test_default_shard_count_follows_the_episodes_size():
+    from beam_pipelines.episodes import MAX_DEFAULT_SHARDS, TARGET_SHARD_BYTES, default_num_shards
+
+    mib = 1 << 20
+    assert default_num_shards(600, 2 * mib) == 10  # 1,200 MiB in shards of 128 MiB
+    assert default_num_shards(600, 1000) == 1  # a small test set: one file
+    assert default_num_shards(100_000, 2 * mib) == 1563  # beyond the old cap of 16
+    assert default_num_shards(10**7, 2 * mib) == MAX_DEFAULT_SHARDS
+    assert default_num_shards(5, 4 * TARGET_SHARD_BYTES) == 5  # at most one per episode
+    assert default_num_shards(1, 0) == 1
+
+
+def test_default_shard_count_is_measured_from_the_first_episodes(toy, tmp_path, monkeypatch):
+    """Without --num-shards: the count comes from the mean encoded size of the first episodes
+    (here made 40 MiB-per-shard targets so a tiny dataset gives several shards)."""
+    import beam_pipelines.episodes as shards_module
+
+    args = job_args(toy, episodes=30, shards=None)
+    with EpisodeReader([str(toy.root)], "test", CONFIG, seed=5, decode_processes=0) as reader:
+        sizes = []
+        for i in range(shards_module.SIZE_SAMPLE_EPISODES):
+            support, query = reader.encoded_images(reader.describe(i))
+            sizes.append(sum(map(len, support + query)))
+    target = int(sum(sizes) / len(sizes) * 30 / 7)  # 30 episodes of the mean size: 7+ shards
+    monkeypatch.setattr(shards_module, "TARGET_SHARD_BYTES", target)
+    manifest = write_episode_shards(args, tmp_path / "out", make_local_runner(1))
+    expected = shards_module.default_num_shards(30, sum(sizes) / len(sizes))
+    assert manifest["num_shards"] == expected and 7 <= expected <= 8
+    assert sum(manifest["episodes_per_file"]) == 30 and len(manifest["files"]) == expected

@@ -6,14 +6,18 @@ sec. 4), phi being a backbone without its last layer (`splits.embeddings.feature
 Create(chunks: a class's records split into runs of at most `chunk_size`) -> EmbedClasses
 (EmbedChunks: the model loaded once per worker; records read with one seek, decoded and resized,
 embedded in batches; per-chunk float64 sums -> CombinePerKey adding partial sums in chunk order)
--> WriteClassSums (one element: sums, counts and skipped records for the driver), then the
-driver writes the npz (`splits.embeddings.embeddings_file`) atomically. Chunks and batches do not depend on
+-> GroupForSums (the class sums and skipped records gathered under one key) -> WriteClassSums
+(sums, counts and skipped records for the driver), then the driver writes the npz
+(`splits.embeddings.embeddings_file`) atomically. No tagged outputs and no side inputs (as in
+beam_pipelines.writer): each step's elements are (kind, value) pairs, so every Beam runner
+(Dask's included, which hands every tagged output to every consumer) routes them alike. Chunks and batches do not depend on
 the worker count and sums are added in a fixed order, so 1 or N workers give the same matrix.
 Lives apart from the CLI so that Beam workers unpickle its classes by module name.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -29,6 +33,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_pipelines.runner_options import RunnerChoice
+from beam_pipelines.writer import of_kind
 from episodes.fetch import require_local_dataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
@@ -36,6 +41,9 @@ from episodes.util.progress_lines import ProgressLines
 from splits.embeddings.embeddings_file import EmbeddingsFile
 
 SKIPPED = "skipped"
+PARTIAL_SUM = "partial"
+CLASS_SUM = "class"
+SUMS_TRIGGER = "trigger"
 SUMS_FILE = "class_sums.npz"
 SKIPPED_FILE = "skipped.json"
 
@@ -112,10 +120,10 @@ def plan_chunks(images_per_class: Sequence[int], chunk_size: int) -> list[Chunk]
 
 
 class EmbedChunksFn(beam.DoFn):
-    """Chunk -> (class id, (chunk index, float64 feature sum, image count)).
+    """Chunk -> ("partial", (class id, (chunk index, float64 feature sum, image count))).
 
-    The model is loaded once per worker in `setup`; unreadable records go to `skipped` as
-    (path, record, reason) and are left out of the sum."""
+    The model is loaded once per worker in `setup`; unreadable records are emitted as
+    ("skipped", {path, record, reason}) and left out of the sum."""
 
     def __init__(
         self,
@@ -148,7 +156,12 @@ class EmbedChunksFn(beam.DoFn):
         self.model, self.normalization, self.info = load_feature_extractor(
             self.checkpoint, self.device
         )
-        self.reader = RecordReader(self.dataset_dir, self.file_pattern)
+        if storage_paths.is_remote(self.dataset_dir):  # ranged reads of the class objects
+            from episodes.records.remote_records import RemoteRecordReader
+
+            self.reader = RemoteRecordReader(self.dataset_dir, self.file_pattern)
+        else:
+            self.reader = RecordReader(self.dataset_dir, self.file_pattern)
         self.progress = ProgressLines(
             f"embed pid {os.getpid()}",
             self.expected_images // self.workers,
@@ -222,13 +235,13 @@ class EmbedChunksFn(beam.DoFn):
             encoded, unreadable = self._read(chunk.class_id, records)
             images, undecodable = self._decode(chunk.class_id, encoded)
             for entry in unreadable + undecodable:
-                yield beam.pvalue.TaggedOutput(SKIPPED, entry)
+                yield SKIPPED, entry
             if len(images):
                 total += self._feature_sum(images)
                 count += len(images)
         self.classes_begun.add(chunk.class_id)
         self.progress.advance(count, f"{len(self.classes_begun):,} classes begun")
-        yield chunk.class_id, (chunk.index, total, count)
+        yield PARTIAL_SUM, (chunk.class_id, (chunk.index, total, count))
 
 
 class OrderedSumFn(beam.CombineFn):
@@ -259,38 +272,81 @@ class OrderedSumFn(beam.CombineFn):
 
 
 class EmbedClasses(beam.PTransform):
-    """Chunks -> {"sums": (class id, (float64 feature sum, images)), "skipped": records}."""
+    """Chunks -> one collection of ("class", (class id, (float64 feature sum, images))) and
+    ("skipped", record) elements."""
 
     def __init__(self, embed_fn: EmbedChunksFn):
         super().__init__()
         self.embed_fn = embed_fn
 
-    def expand(self, chunks: beam.PCollection) -> dict[str, beam.PCollection]:
-        results = (
-            chunks
-            | "Spread" >> beam.Reshuffle()
-            | "EmbedChunks" >> beam.ParDo(self.embed_fn).with_outputs(SKIPPED, main="sums")
+    def expand(self, chunks: beam.PCollection) -> beam.PCollection:
+        results = chunks | "Spread" >> beam.Reshuffle() | "EmbedChunks" >> beam.ParDo(self.embed_fn)
+        sums = (
+            results
+            | "KeepPartialSums" >> beam.FlatMap(of_kind, PARTIAL_SUM)
+            | "SumInChunkOrder" >> beam.CombinePerKey(OrderedSumFn())
+            | "KindSums" >> beam.Map(lambda class_sum: (CLASS_SUM, class_sum))
         )
-        sums = results.sums | "SumInChunkOrder" >> beam.CombinePerKey(OrderedSumFn())
-        return {"sums": sums, "skipped": results[SKIPPED]}
+        skipped = results | "KeepSkipped" >> beam.Filter(lambda element: element[0] == SKIPPED)
+        return (sums, skipped) | "SumsAndSkipped" >> beam.Flatten()
+
+
+class WriteClassSums(beam.PTransform):
+    """("class", ...) and ("skipped", ...) elements -> the job's one output element, written
+    into `work_dir` (`write_class_sums`) from a single group, after every class was summed."""
+
+    def __init__(self, work_dir: str):
+        super().__init__()
+        self.work_dir = work_dir
+
+    def expand(self, results: beam.PCollection) -> beam.PCollection:
+        trigger = results.pipeline | "SumsTrigger" >> beam.Create([(SUMS_TRIGGER, None)])
+        return (
+            (trigger, results)
+            | "GatherSums" >> beam.Flatten()
+            | "UnderOneKey" >> beam.Map(lambda element: (0, element))
+            | "GroupForSums" >> beam.GroupByKey()
+            | "WriteSums" >> beam.Map(write_gathered_class_sums, self.work_dir)
+        )
+
+
+def write_gathered_class_sums(
+    gathered: tuple[Any, Iterable[tuple[str, Any]]], work_dir: str
+) -> int:
+    """`write_class_sums` from the one group of (kind, value) elements."""
+    sums, skipped = [], []
+    for kind, value in gathered[1]:
+        if kind == CLASS_SUM:
+            sums.append(value)
+        elif kind == SKIPPED:
+            skipped.append(value)
+    return write_class_sums(sums, skipped, work_dir)
 
 
 def write_class_sums(
-    _: Any, sums: list[tuple[int, tuple[np.ndarray, int]]], skipped: list[dict], work_dir: str
+    sums: list[tuple[int, tuple[np.ndarray, int]]], skipped: list[dict], work_dir: str
 ) -> int:
-    """The job's one output element: sums and counts by class id, skipped records as JSON."""
+    """Sums and counts by class id as an npz, skipped records as JSON, into `work_dir` (a
+    local folder, or a prefix in object storage that the launcher reads back)."""
     ordered = sorted(sums, key=lambda item: item[0])
     class_ids = np.asarray([c for c, _ in ordered], dtype=np.int64)
     matrix = np.stack([s for _, (s, _) in ordered]) if ordered else np.zeros((0, 0))
     counts = np.asarray([n for _, (_, n) in ordered], dtype=np.int64)
-    np.savez(os.path.join(work_dir, SUMS_FILE), class_ids=class_ids, sums=matrix, counts=counts)
+    buffer = io.BytesIO()
+    np.savez(buffer, class_ids=class_ids, sums=matrix, counts=counts)
+    storage_paths.write_bytes(storage_paths.join(work_dir, SUMS_FILE), buffer.getvalue())
     rows = sorted(skipped, key=lambda s: (s["path"], s["record"]))
-    Path(work_dir, SKIPPED_FILE).write_text(json.dumps(rows, indent=1) + "\n")
+    text = json.dumps(rows, indent=1) + "\n"
+    storage_paths.write_bytes(storage_paths.join(work_dir, SKIPPED_FILE), text.encode())
     return len(ordered)
 
 
 def check_dataset(dataset_dir: str | os.PathLike) -> DatasetSpec:
-    """The dataset's spec, after checking every class has images and a records file."""
+    """The dataset's spec, after checking every class has images and a records file. A URL
+    (s3://, gs://) is checked by one listing; give the store's options first
+    (`storage_paths.use_options`)."""
+    if storage_paths.is_remote(dataset_dir):
+        return check_remote_dataset(str(dataset_dir))
     try:
         require_local_dataset(dataset_dir)
     except SpecError as exc:
@@ -302,12 +358,7 @@ def check_dataset(dataset_dir: str | os.PathLike) -> DatasetSpec:
         spec = load_spec(path)
     except SpecError as exc:
         raise EmbedError(f"--dataset {path}: {exc}") from None
-    empty = [n for n, k in zip(spec.class_names, spec.images_per_class) if k < 1]
-    if empty:
-        raise EmbedError(
-            f"--dataset {path}: {len(empty)} classes have no images (e.g. {empty[:3]}); "
-            "a class embedding is a mean over at least one image"
-        )
+    check_class_images(spec, str(path))
     missing = [c for c in range(spec.num_classes) if not spec.records_path(c).is_file()]
     if missing:
         raise EmbedError(
@@ -315,6 +366,33 @@ def check_dataset(dataset_dir: str | os.PathLike) -> DatasetSpec:
             f"{spec.records_path(missing[0])}"
         )
     return spec
+
+
+def check_remote_dataset(url: str) -> DatasetSpec:
+    """`check_dataset` of a dataset folder in object storage (the workers read it there)."""
+    from episodes.records.remote_records import load_remote_dataset, missing_records
+
+    try:
+        spec, listing = load_remote_dataset(url)
+    except SpecError as exc:
+        raise EmbedError(f"--dataset {exc}") from None
+    check_class_images(spec, url)
+    missing = missing_records(spec, listing, range(spec.num_classes))
+    if missing:
+        raise EmbedError(
+            f"--dataset {url}: {len(missing)} records objects missing, e.g. "
+            f"{storage_paths.join(url, missing[0])}"
+        )
+    return spec
+
+
+def check_class_images(spec: DatasetSpec, where: str) -> None:
+    empty = [n for n, k in zip(spec.class_names, spec.images_per_class) if k < 1]
+    if empty:
+        raise EmbedError(
+            f"--dataset {where}: {len(empty)} classes have no images (e.g. {empty[:3]}); "
+            "a class embedding is a mean over at least one image"
+        )
 
 
 def check_output(output: str | os.PathLike) -> Path | str:
@@ -355,50 +433,50 @@ def embed_dataset(
     from splits.embeddings.feature_extractor import load_feature_extractor
 
     output = check_output(output)
+    remote_dataset = storage_paths.is_remote(dataset_dir)
+    if remote_dataset:
+        storage_paths.use_options(runner.options)
+        runner.check_storage(dataset_dir)
     spec = check_dataset(dataset_dir)
+    location = str(dataset_dir).rstrip("/") if remote_dataset else str(spec.root)
     _, _, info = load_feature_extractor(checkpoint, "cpu")
     chunks = plan_chunks(spec.images_per_class, options.chunk_size)
     embed_fn = EmbedChunksFn(
-        str(spec.root), spec.file_pattern, info.checkpoint, options, spec.total_images, workers
+        location, spec.file_pattern, info.checkpoint, options, spec.total_images, workers
     )
     if options.progress:
         print(
             f"[embed] {spec.num_classes:,} classes, {spec.total_images:,} images in "
-            f"{len(chunks):,} chunks of {spec.root} with {info.name}; {runner.description}",
+            f"{len(chunks):,} chunks of {location} with {info.name}; {runner.description}",
             file=sys.stderr,
             flush=True,
         )
     remote = storage_paths.is_remote(output)
     if remote:
         storage_paths.use_options(runner.options)
-        work_dir = tempfile.mkdtemp(prefix=".embed-")  # local runners' sums; the npz goes up
+        # the sums beside the output, where any runner's workers and the launcher reach them
+        work_dir = storage_paths.staging_prefix(str(output))
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
         work_dir = tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent)
     began = time.monotonic()
     try:
         with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
-            results = (
+            _ = (
                 pipeline
                 | "Chunks" >> beam.Create(chunks, reshuffle=False)
                 | "EmbedClasses" >> EmbedClasses(embed_fn)
+                | "WriteClassSums" >> WriteClassSums(work_dir)
             )
-            _ = (
-                pipeline
-                | "Once" >> beam.Create([None])
-                | "WriteClassSums"
-                >> beam.Map(
-                    write_class_sums,
-                    beam.pvalue.AsList(results["sums"]),
-                    beam.pvalue.AsList(results["skipped"]),
-                    work_dir,
-                )
-            )
-        with np.load(Path(work_dir, SUMS_FILE)) as data:
+        sums_file = io.BytesIO(storage_paths.read_bytes(storage_paths.join(work_dir, SUMS_FILE)))
+        with np.load(sums_file) as data:
             class_ids, sums, counts = data["class_ids"], data["sums"], data["counts"]
-        skipped = json.loads(Path(work_dir, SKIPPED_FILE).read_text())
+        skipped = json.loads(storage_paths.read_bytes(storage_paths.join(work_dir, SKIPPED_FILE)))
     finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        if remote:
+            storage_paths.discard_prefix(work_dir)
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
     seconds = time.monotonic() - began
     full_sums = np.zeros((spec.num_classes, info.feature_dim), dtype=np.float64)
     full_counts = np.zeros(spec.num_classes, dtype=np.int64)
