@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from episodes.images.record_images import RecordImages
+from episodes.reader import encoded_episode_images
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, Split
 from episodes.records.reader_errors import ReaderError
@@ -90,17 +91,7 @@ class RemoteEpisodeSource:
 
     def encoded_images(self, description: Any) -> tuple[list[bytes], list[bytes]]:
         """Encoded bytes of the support and query records, as stored (as EpisodeReader's)."""
-        images = self._images[description.source]
-        out = []
-        for groups in (description.support, description.query):
-            out.append(
-                [
-                    images.encoded(c, k)
-                    for c, records in zip(description.class_ids, groups)
-                    for k in records
-                ]
-            )
-        return out[0], out[1]
+        return encoded_episode_images(description, self._images[description.source].encoded)
 
     def close(self) -> None:
         for images in self._images.values():

@@ -22,7 +22,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -503,17 +503,7 @@ class EpisodeReader:
 
     def encoded_images(self, description: EpisodeDescription) -> tuple[list[bytes], list[bytes]]:
         """Encoded bytes of the support and query records, as stored (no decoding)."""
-        source = self._source(description.source)
-        out = []
-        for groups in (description.support, description.query):
-            out.append(
-                [
-                    source.images.encoded(c, k)
-                    for c, records in zip(description.class_ids, groups)
-                    for k in records
-                ]
-            )
-        return out[0], out[1]
+        return encoded_episode_images(description, self._source(description.source).images.encoded)
 
     @property
     def open_files(self) -> int:
@@ -558,3 +548,15 @@ def _check_records_exist(spec: DatasetSpec, split: Split) -> None:
             f"dataset {spec.name!r}: {len(missing)} record files of the {split.value} split are "
             f"missing, e.g. {spec.records_path(missing[0])}"
         )
+
+
+def encoded_episode_images(
+    description: EpisodeDescription, encoded: Callable[[int, int], bytes]
+) -> tuple[list[bytes], list[bytes]]:
+    """The support and query images of `description` as stored, in episode order, from
+    `encoded(class_id, record)` (a local reader's or a remote one's)."""
+    support, query = (
+        [encoded(c, k) for c, records in zip(description.class_ids, groups) for k in records]
+        for groups in (description.support, description.query)
+    )
+    return support, query
