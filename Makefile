@@ -53,8 +53,9 @@ FT_EPISODES ?= 20
 # MKL), and on AVX-512 oneDNN's sums also depend on the thread count, so two machines of one
 # kind but different CPU generations can train apart (issue 25: ProtoNet 1-shot 93.44 vs 94.11).
 # DEMO_ENV pins the AVX2 path and DEMO_THREADS threads: the same numbers on any x86-64 CPU with
-# AVX2 (tests/test_demo_reproducible.py), about 1.2x the CPU time of the unpinned kernels. One
-# thread: a loaded 2-core machine ran 2 threads 3-7x slower. `make demo DEMO_ENV=` runs unpinned.
+# AVX2 (tests/test_demo_reproducible.py), for about 1.2x the CPU time (1.45x the wall time of 2
+# threads on an idle 2-core machine; a loaded one ran 2 threads 3-7x slower than 1).
+# `make demo DEMO_ENV=` runs unpinned.
 DEMO_THREADS ?= 1
 ifeq ($(shell uname -m),x86_64)
 DEMO_ENV ?= ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 \
