@@ -48,6 +48,22 @@ TRAIN_STEPS ?= 100
 PRETRAIN_STEPS ?= 400
 EVAL_EPISODES ?= 50
 FT_EPISODES ?= 20
+# The demo's numbers depend on the CPU unless its torch commands all take one code path: torch
+# picks its kernels' instruction set when it starts (oneDNN convolutions, ATen's vector kernels,
+# MKL), and on AVX-512 oneDNN's sums also depend on the thread count, so two machines of one
+# kind but different CPU generations can train apart (issue 25: ProtoNet 1-shot 93.44 vs 94.11).
+# DEMO_ENV pins the AVX2 path and DEMO_THREADS threads: the same numbers on any x86-64 CPU with
+# AVX2 (tests/test_demo_reproducible.py), for about 1.2x the CPU time (1.45x the wall time of 2
+# threads on an idle 2-core machine; a loaded one ran 2 threads 3-7x slower than 1).
+# `make demo DEMO_ENV=` runs unpinned.
+DEMO_THREADS ?= 1
+ifeq ($(shell uname -m),x86_64)
+DEMO_ENV ?= ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 \
+            OMP_NUM_THREADS=$(DEMO_THREADS) MKL_NUM_THREADS=$(DEMO_THREADS)
+else
+DEMO_ENV ?= OMP_NUM_THREADS=$(DEMO_THREADS)
+endif
+DEMO_PY = $(DEMO_ENV) $(BIN)/python
 
 demo: venv system-deps demo-data demo-episodes demo-splits demo-learners
 	@echo
@@ -70,7 +86,7 @@ demo-episodes: venv
 
 demo-splits: venv
 	@echo "== demo 3/4: class embeddings, ATG splits at four divergences, their PCA pictures"
-	$(BIN)/python -m splits.embed --dataset $(OUT)/omniglot --pretrain cnn4 --image-size 28 \
+	$(DEMO_PY) -m splits.embed --dataset $(OUT)/omniglot --pretrain cnn4 --image-size 28 \
 	    --pretrain-steps $(TRAIN_STEPS) --seed $(SEED) --output $(EMB) --direct_num_workers 2
 	$(BIN)/python -m splits make --method atg --embeddings $(EMB) --dataset $(OUT)/omniglot \
 	    --divergence 0.04 0.32 0.64 0.96 --seed $(SEED) --quiet --overwrite \
@@ -83,19 +99,19 @@ demo-splits: venv
 
 demo-learners: venv
 	@echo "== demo 4/4: ProtoNet and multiclass pre-training, 8 evaluations, rank tables, hardness"
-	$(BIN)/python -m learners.train --method protonet --backbone cnn4 --dataset $(OUT)/omniglot \
+	$(DEMO_PY) -m learners.train --method protonet --backbone cnn4 --dataset $(OUT)/omniglot \
 	    --image-size 28 --ways 5 --shots 5 --query 15 --episodes $(TRAIN_STEPS) --checkpoint-every 50 \
 	    --validation-episodes 20 --seed $(SEED) --output $(RUNS)/protonet
-	$(BIN)/python -m learners.train --method multiclass --backbone cnn4 --dataset $(OUT)/omniglot \
+	$(DEMO_PY) -m learners.train --method multiclass --backbone cnn4 --dataset $(OUT)/omniglot \
 	    --image-size 28 --episodes $(PRETRAIN_STEPS) --batch-size 64 --checkpoint-every 100 \
 	    --validation-episodes 20 --seed $(SEED) --output $(RUNS)/multiclass
 	@rm -rf $(RUNS)/eval
 	@for S in 1 5; do \
-	  $(BIN)/python -m learners.evaluate --run $(RUNS)/protonet --split test --episodes $(EVAL_EPISODES) \
+	  $(DEMO_PY) -m learners.evaluate --run $(RUNS)/protonet --split test --episodes $(EVAL_EPISODES) \
 	      --ways 5 --shots $$S --query 15 --hardness-model $(RUNS)/multiclass \
 	      --label "ProtoNet $$S-shot" --output $(RUNS)/eval/protonet_$${S}shot || exit 1; \
 	  for I in support_init finetune transductive; do \
-	    $(BIN)/python -m learners.evaluate --run $(RUNS)/multiclass --inference $$I --split test \
+	    $(DEMO_PY) -m learners.evaluate --run $(RUNS)/multiclass --inference $$I --split test \
 	        --episodes $(FT_EPISODES) --ways 5 --shots $$S --query 15 --hardness-model $(RUNS)/multiclass \
 	        --label "$$I $$S-shot" --output $(RUNS)/eval/$${I}_$${S}shot || exit 1; \
 	  done; \
