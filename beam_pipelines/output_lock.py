@@ -15,10 +15,10 @@ Local folders only: object stores have no locks (see README, Running at scale).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 
+from episodes.util.dead_job_leftovers import leftover_pattern
 from episodes.util.folder_lock import FolderLock, FolderLockedError, acquire_folder_lock
 
 
@@ -30,10 +30,7 @@ def lock_path(output: Path) -> Path:
     return output.with_name(f".{output.name}.lock")
 
 
-def _leftover_pattern(output: Path) -> re.Pattern:
-    # episodes.util.atomic_files names: .NAME.tmp-PID-HEX8 (staging), .NAME.old-PID-HEX8
-    # (replaced); .NAME.tmpPID: episode shards' staging before they took this lock
-    return re.compile(rf"^\.{re.escape(output.name)}\.((tmp|old)-\d+-[0-9a-f]{{8}}|tmp\d+)$")
+_leftover_pattern = leftover_pattern  # shared with the commands that lock one target
 
 
 class OutputLock(FolderLock):
