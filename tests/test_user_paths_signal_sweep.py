@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from beam_pipelines.interrupt_exit import descendant_pids
-from tests.cli_processes import REPO, child_env, python_m
+from tests.cli_processes import REPO, TINY, child_env, python_m
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.test_embed import write_random_checkpoint
 from tests.test_reader_fixtures import write_dataset
@@ -162,3 +162,78 @@ def test_sigterm_then_kill_9_of_a_beam_job_leave_nothing_after_the_next_run(name
     assert again.returncode == 0, again.stderr
     assert f"removed {target.parent / left[0]}: left by " in again.stderr
     assert _hidden_beside(target) == [] and target.exists()
+
+
+def _train_args(dataset: Path, run: Path, episodes: int) -> list[str]:
+    return [
+        "--method", "protonet", "--dataset", str(dataset), "--episodes", str(episodes),
+        "--checkpoint-every", "2", "--validation-episodes", "0", "--loader-workers", "2",
+        "--ways", "5", "--shots", "1", "--query", "2", "--output", str(run), *TINY,
+    ]  # fmt: skip
+
+
+def _newest_step(run: Path) -> int:
+    return max((int(p.stem[5:]) for p in (run / "checkpoints").glob("step_*.pt")), default=0)
+
+
+def test_train_with_loader_workers_then_evaluate_under_sigterm_and_kill_9(work, tmp_path):
+    """Train's DataLoader workers end with it however it ends (kill -9 included: they watch
+    the training process, the forkserver they hang from would keep them); the lock kill -9
+    leaves in the run folder bothers neither evaluate nor report; an evaluation stopped by
+    SIGTERM writes nothing, and what one killed while writing left goes with the next one."""
+    run = tmp_path / "run"
+    for stop in (signal.SIGTERM, signal.SIGKILL):
+        proc = _start("learners.train", *_train_args(work["toy"], run, 10**6))
+        newest = _newest_step(run)
+        _wait_for(lambda n=newest: _newest_step(run) > n, "a new snapshot", proc)
+        workers = descendant_pids(proc.pid)
+        assert len(workers) >= 2  # the loader workers (and the forkserver they come from)
+        os.kill(proc.pid, stop)
+        _, stderr = proc.communicate(timeout=STOPS_WITHIN_S)
+        _wait_gone(workers)
+        if stop == signal.SIGTERM:
+            assert proc.returncode == EXIT_TERMINATED
+            said = [line for line in _said("", stderr) if "Warning" not in line]
+            assert len(said) == 1 and said[0].startswith(f"interrupted ({run}: last checkpoint")
+            assert not (run / ".lock").exists()
+    assert (run / ".lock").exists()  # kill -9 left it, held by nobody
+    log = tmp_path / "evaluate.log"
+    with log.open("w") as handle:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "learners.evaluate", "--run", str(run), "--episodes",
+             str(10**6), "--no-hardness"],
+            cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=handle, text=True,
+        )  # fmt: skip
+        _wait_for(lambda: "evaluate:" in log.read_text(), "episodes evaluated", proc)
+        os.kill(proc.pid, signal.SIGTERM)
+        stdout, _ = proc.communicate(timeout=STOPS_WITHIN_S)
+    assert proc.returncode == EXIT_TERMINATED
+    assert _said(stdout, log.read_text()) == ["interrupted"]
+    assert not (run / "eval").exists()
+    out = run / "eval" / "sigterm"
+    killed_while_writing = (
+        "import os, sys; from pathlib import Path; "
+        "from learners.evaluation_folder import result_folder\n"
+        "with result_folder(Path(sys.argv[1])) as folder:\n"
+        "    (folder / 'summary.json').write_text('{')\n"
+        "    os._exit(0)"
+    )
+    dead = subprocess.run([sys.executable, "-c", killed_while_writing, str(out)], cwd=REPO)
+    assert dead.returncode == 0 and len(_hidden_beside(out)) == 2  # staging folder, lock
+    left = [n for n in _hidden_beside(out) if ".tmp-" in n]
+    evaluation = python_m(
+        "learners.evaluate", "--run", str(run), "--episodes", "4", "--no-hardness",
+        "--no-progress", "--output", str(out),
+    )  # fmt: skip
+    assert evaluation.returncode == 0, evaluation.stderr
+    assert f"removed {out.parent / left[0]}: left by an evaluation" in evaluation.stderr
+    assert _hidden_beside(out) == [] and (out / "summary.json").is_file()
+    report = python_m("learners.report", "ranks", str(out))
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+    step = _newest_step(run)
+    again = python_m("learners.train", *_train_args(work["toy"], run, step + 2))
+    assert again.returncode == 0, again.stderr
+    assert not (run / ".lock").exists()
+    with (run / "train_log.csv").open() as handle:
+        steps = [int(line.split(",")[0]) for line in list(handle)[1:]]
+    assert steps == list(range(1, step + 3))  # each step once, across three processes

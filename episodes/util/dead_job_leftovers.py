@@ -41,6 +41,7 @@ def lock_and_clear(target: str | os.PathLike, job: str) -> FolderLock:
     raises FolderLockedError naming it."""
     target = Path(target).absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
+    a_job = f"{'an' if job[0] in 'aeiou' else 'a'} {job}"
     lock = acquire_folder_lock(
         target.with_name(f".{target.name}.lock"),
         target,
@@ -49,7 +50,7 @@ def lock_and_clear(target: str | os.PathLike, job: str) -> FolderLock:
     )
     try:
         for path in remove_leftovers_beside(target):
-            print(f"removed {path}: left by a {job} that did not finish", file=sys.stderr)
+            print(f"removed {path}: left by {a_job} that did not finish", file=sys.stderr)
     except BaseException:
         lock.release()
         raise
