@@ -24,6 +24,7 @@ from beam_pipelines.interrupt_exit import descendant_pids
 from tests.cli_processes import REPO, TINY, child_env, python_m
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.test_embed import write_random_checkpoint
+from tests.test_object_storage import s3  # noqa: F401 (a fixture: moto on 127.0.0.1)
 from tests.test_reader_fixtures import write_dataset
 
 EXIT_TERMINATED = 128 + signal.SIGTERM
@@ -237,3 +238,33 @@ def test_train_with_loader_workers_then_evaluate_under_sigterm_and_kill_9(work, 
     with (run / "train_log.csv").open() as handle:
         steps = [int(line.split(",")[0]) for line in list(handle)[1:]]
     assert steps == list(range(1, step + 3))  # each step once, across three processes
+
+
+def test_sigterm_then_kill_9_of_fetch_leave_nothing_after_the_next_run(s3, work, tmp_path):  # noqa: F811
+    """episodes.fetch stops at once on SIGTERM (the queued copies cancelled, the staging folder
+    removed), and the next fetch removes what a killed one left beside its folder."""
+    url = "s3://out/sweep/toy"
+    s3.upload(work["toy"], url)
+    bucket_key = url[len("s3://out/") :]
+    blob = os.urandom(2**20) * 24  # objects big enough that the copy takes a few seconds
+    for k in range(8):
+        s3.client.put_object(Bucket="out", Key=f"{bucket_key}/extra/{k}.bin", Body=blob)
+    local = tmp_path / "toy"
+    args = ["--dataset", url, "--output", str(local), *s3.flags]
+    staging = lambda: [n for n in _hidden_beside(local) if ".tmp-" in n]  # noqa: E731
+    for stop in (signal.SIGTERM, signal.SIGKILL):
+        proc = _start("episodes.fetch", *args)
+        _wait_for(lambda: any(local.parent.glob(f".{local.name}.tmp-*/*")), "copies", proc)
+        assert proc.poll() is None, "the fetch ended early"
+        os.kill(proc.pid, stop)
+        stdout, stderr = proc.communicate(timeout=STOPS_WITHIN_S)
+        if stop == signal.SIGTERM:
+            assert proc.returncode == EXIT_TERMINATED, stderr
+            assert _said(stdout, stderr) == ["interrupted"]
+            assert _hidden_beside(local) == [] and not local.exists()
+    left = staging()
+    assert len(left) == 1
+    again = python_m("episodes.fetch", *args)
+    assert again.returncode == 0, again.stderr
+    assert f"removed {local.parent / left[0]}: left by a fetch" in again.stderr
+    assert _hidden_beside(local) == [] and (local / "dataset_spec.json").is_file()
