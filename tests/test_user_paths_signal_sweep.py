@@ -159,7 +159,9 @@ def test_sigterm_then_kill_9_of_a_beam_job_leave_nothing_after_the_next_run(name
             assert _hidden_beside(target) == [] and not target.exists()
     left = staging()
     assert len(left) == 1  # what kill -9 left (and its lock file, held by nobody)
-    again = python_m(job.module, *job.args(work, tmp_path))
+    flags = job.args(work, tmp_path)
+    in_process = flags[: -len(WORKERS)] + [WORKERS[0], "1"]  # WORKERS come last
+    again = python_m(job.module, *in_process)  # one worker (in-process) spares a start-up
     assert again.returncode == 0, again.stderr
     assert f"removed {target.parent / left[0]}: left by " in again.stderr
     assert _hidden_beside(target) == [] and target.exists()
