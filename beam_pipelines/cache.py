@@ -19,10 +19,12 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import apache_beam as beam
 
+from beam_pipelines.interrupt_exit import exit_on_interrupt
 from beam_pipelines.old_positional import parse_with_one_dataset
 from beam_pipelines.output_lock import acquire_output_lock, remove_leftovers
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
@@ -140,25 +142,41 @@ def build_cache(
     overwrite: bool = True,
     index_cache_dir: str | None = None,
     resize: str = DEFAULT_RESIZE,
+    exit_on_ctrl_c: bool = False,
 ) -> Path:
     """Run the pipeline for every class of `spec` and move the finished cache into place. The
     cache folder is locked for the job (a second one is refused) and the staging folders that
-    killed jobs left beside it are removed first."""
+    killed jobs left beside it are removed first. `exit_on_ctrl_c` (the CLI): Ctrl-C or SIGTERM
+    while the pipeline runs removes the staging folder, frees the lock and ends the process in
+    one line (beam_pipelines.interrupt_exit)."""
     target = cache_path(spec.root, size, cache_root)
     with acquire_output_lock(target) as lock:
         for path in remove_leftovers(lock):
             print(f"removed {path}: left by a cache job that did not finish", file=sys.stderr)
+        guard = nullcontext()
+        if exit_on_ctrl_c:
+
+            def stop() -> None:  # the process ends after this
+                shutil.rmtree(staging, ignore_errors=True)
+                lock.release()
+
+            line = f"interrupted: cache job stopped and its staging folder removed; {target} " + (
+                "is as it was" if target.exists() else "was not written"
+            )
+            guard = exit_on_interrupt(stop, line)
+        if target.exists() and not overwrite:
+            raise DecodedCacheError(f"{target}: a decoded cache exists (pass --overwrite)")
+        staging = staging_folder(target)
         return _build_cache_locked(
-            spec, size, runner, target, threads, overwrite, index_cache_dir, resize
+            spec, size, runner, target, threads, staging, index_cache_dir, resize, guard, overwrite
         )
 
 
-def _build_cache_locked(spec, size, runner, target, threads, overwrite, index_cache_dir, resize):
-    if target.exists() and not overwrite:
-        raise DecodedCacheError(f"{target}: a decoded cache exists (pass --overwrite)")
-    staging = staging_folder(target)
+def _build_cache_locked(
+    spec, size, runner, target, threads, staging, index_cache_dir, resize, guard, overwrite
+):
     try:
-        with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
+        with guard, beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
             _ = (
                 pipeline
                 | "Classes" >> beam.Create(list(range(spec.num_classes)))
@@ -241,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         overwrite=args.overwrite,
         index_cache_dir=args.index_cache_dir,
         resize=args.resize,
+        exit_on_ctrl_c=True,
     )
     took = time.monotonic() - t0
     images = sum(json.loads((target / MANIFEST).read_text())["images"])

@@ -59,6 +59,7 @@ from episodes.util.atomic_files import write_text_atomically
 from episodes.util.cli_errors import EXIT_USAGE, UserError, run_main, user_faults
 from episodes.util.cli_style import CommandParser, command_parser
 from episodes.util.progress_lines import ProgressLines
+from episodes.util.termination import note_signal
 
 
 class DownloadError(Exception):
@@ -368,9 +369,10 @@ def list_downloads(only: str | None = None, shown_files: int = 4) -> str:
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends the command as Ctrl-C does (the part file kept, one line)."""
+    """SIGTERM ends the command as Ctrl-C does (the part file kept, one line, exit 143)."""
 
     def interrupt(signum, frame):
+        note_signal(signum)  # the exit status says which signal came (run_main)
         raise KeyboardInterrupt
 
     try:

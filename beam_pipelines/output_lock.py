@@ -15,10 +15,9 @@ Local folders only: object stores have no locks (see README, Running at scale).
 from __future__ import annotations
 
 import os
-import re
-import shutil
 from pathlib import Path
 
+from episodes.util.dead_job_leftovers import remove_leftovers_beside
 from episodes.util.folder_lock import FolderLock, FolderLockedError, acquire_folder_lock
 
 
@@ -28,12 +27,6 @@ class OutputLockedError(FolderLockedError):
 
 def lock_path(output: Path) -> Path:
     return output.with_name(f".{output.name}.lock")
-
-
-def _leftover_pattern(output: Path) -> re.Pattern:
-    # episodes.util.atomic_files names: .NAME.tmp-PID-HEX8 (staging), .NAME.old-PID-HEX8
-    # (replaced); .NAME.tmpPID: episode shards' staging before they took this lock
-    return re.compile(rf"^\.{re.escape(output.name)}\.((tmp|old)-\d+-[0-9a-f]{{8}}|tmp\d+)$")
 
 
 class OutputLock(FolderLock):
@@ -66,13 +59,4 @@ def remove_leftovers(lock: OutputLock) -> list[Path]:
     lock holder may: a live run would hold the lock); returns what was removed."""
     if lock.fd is None:
         raise ValueError(f"{lock.output}: the lock is not held")
-    pattern = _leftover_pattern(lock.output)
-    removed = []
-    for path in sorted(lock.output.parent.iterdir()):
-        if pattern.match(path.name):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            removed.append(path)
-    return removed
+    return remove_leftovers_beside(lock.output)

@@ -28,6 +28,7 @@ from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
 from episodes.util.atomic_files import replace_folder, staging_folder
 from episodes.util.cli_errors import UserError, run_main
 from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
+from episodes.util.dead_job_leftovers import FolderLockedError, lock_and_clear
 
 MARKERS = (SPEC_FILENAME, "episodes.json")  # converted dataset, episode shards
 FETCH_THREADS = 8
@@ -66,8 +67,18 @@ def fetch(url: str, local: str | os.PathLike, overwrite: bool = False) -> tuple[
             f"{url}: incomplete: {len(listing)} objects but no {' or '.join(MARKERS)} (the job "
             "that wrote it did not finish; run it again with --overwrite)"
         )
+    try:  # one fetch per folder; what killed fetches left beside it goes
+        lock = lock_and_clear(local, "fetch")
+    except FolderLockedError as exc:
+        raise UserError(str(exc)) from None
+    with lock:
+        return _fetch_locked(url, local, listing)
+
+
+def _fetch_locked(url: str, local: Path, listing: dict[str, int]) -> tuple[Path, int, int]:
     from concurrent.futures import ThreadPoolExecutor
 
+    from episodes.records import storage_paths
     from episodes.util.progress_lines import ProgressLines
 
     staging = staging_folder(local)
@@ -77,14 +88,16 @@ def fetch(url: str, local: str | os.PathLike, overwrite: bool = False) -> tuple[
     def copy(name: str) -> None:
         fetch_object(storage_paths.join(url, name), staging / name, listing[name])
 
+    pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="fetch")
     try:
-        with ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="fetch") as pool:
-            for _ in pool.map(copy, sorted(listing)):
-                progress.advance()
+        for _ in pool.map(copy, sorted(listing)):
+            progress.advance()
+        pool.shutdown()
         replace_folder(staging, local)
     except BaseException:
         import shutil
 
+        pool.shutdown(cancel_futures=True)  # Ctrl-C, SIGTERM: the copies under way end, no more
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return local, len(listing), total

@@ -14,9 +14,13 @@ reader's own decode processes when it has them (`--decode-processes`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import multiprocessing
+import os
 import pickle
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -145,6 +149,38 @@ class StreamDataset(IterableDataset):
         return state
 
 
+TRAINER_POLL_S = 0.5
+
+
+def _trainer_gone(pid: int) -> bool:
+    """Whether process `pid` ended (a zombie waiting for its parent counts as ended)."""
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as handle:  # Linux; elsewhere the kill test alone
+            stat = handle.read()
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def _watch_trainer(pid: int) -> None:
+    while not _trainer_gone(pid):
+        time.sleep(TRAINER_POLL_S)
+    os._exit(0)
+
+
+def exit_with_trainer(trainer: int, _worker_id: int) -> None:
+    """A loader worker's init: end when the training process `trainer` ends, however it ends.
+    DataLoader's own check compares the worker's parent, here the forkserver, which lives as
+    long as its children do: after kill -9 of train the workers, the forkserver and the
+    resource tracker would otherwise stay forever (issue 25's signal sweep)."""
+    threading.Thread(
+        target=_watch_trainer, args=(trainer,), name="trainer-watch", daemon=True
+    ).start()
+
+
 def make_loader(
     dataset: StreamDataset, config: FeedConfig, device: torch.device, workers: int
 ) -> DataLoader:
@@ -164,6 +200,7 @@ def make_loader(
         multiprocessing_context=worker_context() if workers > 0 else None,
         generator=torch.Generator(),
         persistent_workers=False,
+        worker_init_fn=functools.partial(exit_with_trainer, os.getpid()) if workers > 0 else None,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from episodes.util.atomic_files import staging_folder
 from episodes.util.cli_errors import UserError
+from episodes.util.dead_job_leftovers import FolderLockedError, lock_and_clear
 
 SUMMARY = "summary.json"
 RESULT_FILES = ("episodes.csv", "classes.csv", "snapshots.csv", SUMMARY)
@@ -128,12 +129,22 @@ def result_folder(out: Path) -> Iterator[Path]:
         yield out
         return
     created = [p for p in (out.parent, out.parent.parent) if not p.exists()]
-    staging = staging_folder(out)
+    lock = staging = None
     try:
+        try:  # one writer at a time; what an evaluation killed while writing left goes
+            lock = lock_and_clear(out, "evaluation")
+        except FolderLockedError as exc:
+            raise UserError(str(exc)) from None
+        staging = staging_folder(out)
         yield staging
         os.replace(staging, out)
+        lock.release()
     except BaseException as exc:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        if lock is not None:
+            lock.release()
+        staging = staging or out
         if isinstance(exc, OSError) and str(exc.filename or "").startswith(str(staging)):
             exc.filename = str(out) + str(exc.filename)[len(str(staging)) :]  # the path asked
         for folder in created:  # innermost first; only if still empty

@@ -185,7 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from splits.embeddings.feature_extractor import resolve_checkpoint
 
         resolve_checkpoint(checkpoint)
-    report = embed_dataset(dataset, checkpoint, output, runner, options, args.direct_num_workers)
+    report = embed_dataset(
+        dataset, checkpoint, output, runner, options, args.direct_num_workers, exit_on_ctrl_c=True
+    )
     print(report.summary())
     return 0
 

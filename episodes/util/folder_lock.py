@@ -83,5 +83,10 @@ def acquire_folder_lock(
         os.close(fd)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     os.ftruncate(fd, 0)
-    os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n".encode())
+    try:
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n".encode())
+    except OSError as exc:  # a full disk: held all the same, its holder unnamed; the job's own
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):  # writes then say what is full
+            os.close(fd)
+            raise
     return FolderLock(path, fd)

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -32,11 +33,14 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 import numpy as np
 
+from beam_pipelines.interrupt_exit import exit_on_interrupt
+from beam_pipelines.output_lock import acquire_output_lock, remove_leftovers
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.writer import of_kind
 from episodes.fetch import require_local_dataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
+from episodes.util.atomic_files import staging_folder
 from episodes.util.progress_lines import ProgressLines
 from splits.embeddings.embeddings_file import EmbeddingsFile
 
@@ -425,11 +429,15 @@ def embed_dataset(
     runner: RunnerChoice,
     options: EmbedOptions = EmbedOptions(),
     workers: int = 1,
+    exit_on_ctrl_c: bool = False,
 ) -> EmbedReport:
     """Embed every class of a converted dataset with a learners checkpoint; write the npz.
 
     Inputs are checked (and the model loaded once on the driver for its hash) before the
-    pipeline starts; the npz is written atomically at the end."""
+    pipeline starts; the npz is written atomically at the end. A local output is locked for the
+    job and the work folders killed jobs left beside it are removed first; `exit_on_ctrl_c` (the
+    CLI): Ctrl-C or SIGTERM during the pipeline removes the work folder and ends the process in
+    one line (beam_pipelines.interrupt_exit)."""
     from splits.embeddings.feature_extractor import load_feature_extractor
 
     output = check_output(output)
@@ -452,16 +460,43 @@ def embed_dataset(
             flush=True,
         )
     remote = storage_paths.is_remote(output)
+    with ExitStack() as held:
+        if remote:
+            storage_paths.use_options(runner.options)
+            # the sums beside the output, where any runner's workers and the launcher reach them
+            work_dir = storage_paths.staging_prefix(str(output))
+        else:
+            lock = held.enter_context(acquire_output_lock(output))  # one job per output
+            for path in remove_leftovers(lock):
+                print(f"removed {path}: left by an embed job that did not finish", file=sys.stderr)
+            work_dir = str(staging_folder(output))  # .NAME.tmp-PID-HEX8, as remove_leftovers finds
+        return _embed_locked(
+            spec, info, chunks, embed_fn, output, runner, work_dir, exit_on_ctrl_c, held
+        )
+
+
+def _discard_work_dir(work_dir: str, remote: bool) -> None:
+    """Remove the job's class sums (a prefix beside an object-store output, or a folder)."""
     if remote:
-        storage_paths.use_options(runner.options)
-        # the sums beside the output, where any runner's workers and the launcher reach them
-        work_dir = storage_paths.staging_prefix(str(output))
+        storage_paths.discard_prefix(work_dir)
     else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        work_dir = tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent)
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _embed_locked(spec, info, chunks, embed_fn, output, runner, work_dir, exit_on_ctrl_c, held):
+    remote = storage_paths.is_remote(output)
+
+    def stop() -> None:  # Ctrl-C or SIGTERM: the process ends after this
+        _discard_work_dir(work_dir, remote)
+        held.close()
+
+    guard = nullcontext()
+    if exit_on_ctrl_c:
+        kept = "is as it was" if not remote and output.exists() else "was not written"
+        guard = exit_on_interrupt(stop, f"interrupted: embed job stopped; {output} {kept}")
     began = time.monotonic()
     try:
-        with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
+        with guard, beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
             _ = (
                 pipeline
                 | "Chunks" >> beam.Create(chunks, reshuffle=False)
@@ -473,10 +508,7 @@ def embed_dataset(
             class_ids, sums, counts = data["class_ids"], data["sums"], data["counts"]
         skipped = json.loads(storage_paths.read_bytes(storage_paths.join(work_dir, SKIPPED_FILE)))
     finally:
-        if remote:
-            storage_paths.discard_prefix(work_dir)
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
+        _discard_work_dir(work_dir, remote)
     seconds = time.monotonic() - began
     full_sums = np.zeros((spec.num_classes, info.feature_dim), dtype=np.float64)
     full_counts = np.zeros(spec.num_classes, dtype=np.int64)
