@@ -379,10 +379,10 @@ def _previous_dispatch(reader: EpisodeReader) -> None:
     reader._processes().min_share = 1
 
 
-def emulated_reader(
-    spec: DatasetSpec, processes: int, decode_ms: float, stalls: tuple[float, float] = (0, 0)
-) -> EpisodeReader:
-    reader = EpisodeReader(
+def part5_reader(spec: DatasetSpec, processes: int) -> EpisodeReader:
+    """Part 5's reader: fixed episodes of the test split, `processes` decode processes (0:
+    inline), no threads, no decoded cache."""
+    return EpisodeReader(
         spec.root,
         "test",
         SamplerConfig.fixed(),
@@ -391,6 +391,13 @@ def emulated_reader(
         decode_processes=processes,
         decoded_cache="never",
     )
+
+
+def emulated_reader(
+    spec: DatasetSpec, processes: int, decode_ms: float, stalls: tuple[float, float] = (0, 0)
+) -> EpisodeReader:
+    """`part5_reader` whose workers sleep `decode_ms` per image (some `stalls` longer)."""
+    reader = part5_reader(spec, processes)
     reader._emulate_decode_s = decode_ms / 1000  # benchmark hook: workers sleep per image
     reader._emulate_stalls = (stalls[0], stalls[1] / 1000)  # (share of images, extra ms)
     return reader
@@ -431,15 +438,7 @@ def bench_emulated_scaling(
         out[f"{label}scaling_efficiency"] = rates[processes] / (processes * rates[1])
     episodes = 40
     for name, count in (("inline", 0), ("processes", processes)):
-        with EpisodeReader(
-            spec.root,
-            "test",
-            SamplerConfig.fixed(),
-            0,
-            num_threads=0,
-            decode_processes=count,
-            decoded_cache="never",
-        ) as reader:
+        with part5_reader(spec, count) as reader:
             out[f"parent_cpu_s_per_episode_{name}"] = parent_cpu_per_episode(reader, episodes)
     out["parent_cpu_ratio_processes_to_inline"] = (
         out["parent_cpu_s_per_episode_processes"] / out["parent_cpu_s_per_episode_inline"]
