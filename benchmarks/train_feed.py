@@ -398,11 +398,13 @@ class GpuDecodedSource:
 
 
 def gpu_decode_numbers(args: argparse.Namespace, dataset: Path, device: torch.device) -> dict:
-    """GPU decoding: its loading rate alone, and its pixels against the reference decoder's
-    on the same episodes (mean and max |difference|, in 0..255 levels)."""
+    """GPU decoding: its loading rate alone against inline CPU decoding's (the baseline,
+    measured here), and its pixels against the reference decoder's on the same episodes (mean
+    and max |difference|, in 0..255 levels)."""
     from episodes import EpisodeReader, SamplerConfig
 
     options = episode_options(args)
+    baseline = loading_rate(args, dataset, Mode("inline", "records"), device)
     source = GpuDecodedSource(dataset, options)
     try:
         items = feed(source, lambda: source, 0, FeedConfig(0), device)
@@ -428,6 +430,7 @@ def gpu_decode_numbers(args: argparse.Namespace, dataset: Path, device: torch.de
         source.close()
     return {
         "loading_rate": rate,
+        "inline_cpu_loading_rate": baseline,
         "mean_abs_diff": float(diff.mean()),
         "max_abs_diff": int(diff.max()),
         "share_equal": float(np.mean(diff == 0)),
@@ -542,7 +545,7 @@ def table(results: dict, kind: str, title: str) -> list[str]:
 def scaling_lines(results: dict) -> list[str]:
     scaling = results.get("scaling")
     if not scaling:
-        return []
+        return gpu_decode_lines(results)
     inline = scaling["inline"]
     lines = [
         "",
@@ -558,15 +561,22 @@ def scaling_lines(results: dict) -> list[str]:
             f"| {count} | {rate:.1f} ({rate / inline:.2f}x) | {workers:.1f} "
             f"({workers / inline:.2f}x) |"
         )
+    return lines + gpu_decode_lines(results)
+
+
+def gpu_decode_lines(results: dict) -> list[str]:
+    """GPU decoding's loading rate as a ratio to inline CPU decoding's, and its pixels."""
     gpu = results.get("gpu_decode")
-    if gpu:
-        lines += [
-            "",
-            f"GPU JPEG decoding (--decode-device cuda): {gpu['loading_rate']:.1f} episodes/s; "
-            f"pixels against the reference decoder: mean |diff| {gpu['mean_abs_diff']:.3f}, "
-            f"max |diff| {gpu['max_abs_diff']}, equal {100 * gpu['share_equal']:.1f}%",
-        ]
-    return lines
+    if not gpu:
+        return []
+    base = gpu["inline_cpu_loading_rate"]
+    return [
+        "",
+        f"GPU JPEG decoding (--decode-device cuda): {gpu['loading_rate']:.1f} episodes/s, "
+        f"{gpu['loading_rate'] / base:.2f}x inline CPU decoding ({base:.1f} episodes/s); "
+        f"pixels against the reference decoder: mean |diff| {gpu['mean_abs_diff']:.3f}, "
+        f"max |diff| {gpu['max_abs_diff']}, equal {100 * gpu['share_equal']:.1f}%",
+    ]
 
 
 def report_lines(results: dict) -> list[str]:
