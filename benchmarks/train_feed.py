@@ -53,6 +53,7 @@ import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from dataclasses import dataclass, replace  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -244,6 +245,18 @@ def stand_in_once(args: argparse.Namespace, dataset: Path, mode: Mode, out: Path
     return shares(result)
 
 
+def timed_items(items: Iterator, count: int) -> tuple[float, float]:
+    """(wall s, this process's CPU s) of `count` items after the first (start-up excluded);
+    closes `items`."""
+    next(items)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    for _ in range(count):
+        next(items)
+    took, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    items.close()
+    return took, cpu
+
+
 def loading_rate(
     args: argparse.Namespace, dataset: Path, mode: Mode, device: torch.device
 ) -> float:
@@ -253,12 +266,7 @@ def loading_rate(
     source = opener(decode_processes=mode.decode_processes)
     try:
         items = feed(source, opener, 0, FeedConfig(mode.loader_workers), device)
-        next(items)
-        t0 = time.perf_counter()
-        for _ in range(args.rate_episodes):
-            next(items)
-        took = time.perf_counter() - t0
-        items.close()
+        took, _ = timed_items(items, args.rate_episodes)
     finally:
         source.close()
     return args.rate_episodes / took
@@ -298,12 +306,7 @@ def batch_rate(
             items = (source.batch(i) for i in itertools.count())
         else:
             items = feed(source, opener, 0, FeedConfig(mode.loader_workers), device)
-        next(items)
-        t0, cpu0 = time.perf_counter(), time.process_time()
-        for _ in range(args.rate_batches):
-            next(items)
-        took, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        items.close()
+        took, cpu = timed_items(items, args.rate_batches)
     finally:
         source.close()
     return args.rate_batches / took, 1000 * cpu / args.rate_batches
@@ -408,12 +411,7 @@ def gpu_decode_numbers(args: argparse.Namespace, dataset: Path, device: torch.de
     source = GpuDecodedSource(dataset, options)
     try:
         items = feed(source, lambda: source, 0, FeedConfig(0), device)
-        next(items)
-        t0 = time.perf_counter()
-        for _ in range(args.rate_episodes):
-            next(items)
-        rate = args.rate_episodes / (time.perf_counter() - t0)
-        items.close()
+        rate = args.rate_episodes / timed_items(items, args.rate_episodes)[0]
         config = SamplerConfig.fixed(options.ways, options.shots, options.query)
         with EpisodeReader(
             dataset, "train", config, 0, image_size=IMAGE_SIZE, decode_processes=0
