@@ -329,8 +329,3 @@ class ShardPlan:
 
 def shard_plan(meta_batch: int, ranks: RankInfo) -> ShardPlan:
     return ShardPlan(meta_batch, ranks.rank, ranks.world_size)
-
-
-def evaluation_share(count: int, ranks: RankInfo) -> list[int]:
-    """The evaluation episodes rank r reads: r, r+W, r+2W, ... below `count`."""
-    return list(range(ranks.rank, count, ranks.world_size))
