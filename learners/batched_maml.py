@@ -47,8 +47,7 @@ def batched_maml_query_logits(
     """Each episode's (Q, ways) query logits after the evaluation inner loop of `learner` (a
     `MAML` learner: its variant, inner step size and evaluation steps)."""
     stack = stack_episodes(episodes)
-    steps = learner.options.eval_inner_steps
-    steps = learner.options.inner_steps if steps is None else steps
+    steps = learner.evaluation_steps()
     lr, variant = learner.inner_lr, learner.variant
     if stack.padded:
         module, mask_names = with_masked_batch_norm(learner.backbone)

@@ -113,29 +113,24 @@ class DevicePrefetcher:
         assert self._queue is not None
         try:
             for item in self.items:
-                item = self._host(item)
-                while not self._stop.is_set():
-                    try:
-                        self._queue.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
+                self._put(self._host(item))
                 if self._stop.is_set():
                     break
         except BaseException as error:  # handed to the consumer, which raises it
-            self._put_final(_Failure(error))
+            self._put(_Failure(error))
             return
         finally:
             close = getattr(self.items, "close", None)
             if close is not None:
                 close()  # in this thread, which is the one that ran the generator
-        self._put_final(_END)
+        self._put(_END)
 
-    def _put_final(self, marker: Any) -> None:
+    def _put(self, item: Any) -> None:
+        """Queue `item` (or an end marker), waiting for room unless the consumer has stopped."""
         assert self._queue is not None
         while not self._stop.is_set():
             try:
-                self._queue.put(marker, timeout=0.1)
+                self._queue.put(item, timeout=0.1)
                 return
             except queue.Full:
                 continue

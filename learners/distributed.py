@@ -325,12 +325,3 @@ class ShardPlan:
         """The global items this rank trains on at 1-based `step`."""
         first = (step - 1) * self.meta_batch
         return [self.global_index(first + j) for j in range(self.meta_batch)]
-
-
-def shard_plan(meta_batch: int, ranks: RankInfo) -> ShardPlan:
-    return ShardPlan(meta_batch, ranks.rank, ranks.world_size)
-
-
-def evaluation_share(count: int, ranks: RankInfo) -> list[int]:
-    """The evaluation episodes rank r reads: r, r+W, r+2W, ... below `count`."""
-    return list(range(ranks.rank, count, ranks.world_size))

@@ -17,7 +17,8 @@ Kendall tau of validation vs test rankings). Evaluation episodes depend only on 
 0, the same for every run) or come from materialised shards. Hardness is measured by
 --hardness-model (a fixed extractor, as the paper does: any checkpoint or run folder of this
 toolkit), else by the evaluated run itself. Under torchrun (`torchrun ... -m learners.evaluate --
---run RUN ...`) rank r evaluates episodes r, r+W, ... and rank 0 writes them all.
+--run RUN ...`) rank r evaluates batches r, r+W, ... of --episodes-per-batch consecutive
+episodes (`learners.sharded_evaluation`) and rank 0 writes them all.
 """
 
 from __future__ import annotations

@@ -23,9 +23,7 @@ from torch import nn
 
 from learners.batch_norm import embed_support_query
 from learners.episode_batch import EpisodeTensors
-
-# tf.nn.l2_normalize(x, epsilon=1e-3): x / sqrt(max(||x||^2, 1e-3)).
-L2_EPSILON = 1e-3
+from learners.prototypes import tf_l2_normalize
 
 
 @dataclass(frozen=True)
@@ -39,10 +37,6 @@ class MDFinetuneOptions:
     cosine: bool = True
     weight_norm: bool = True
     cosine_multiplier: float = 10.0
-
-
-def _l2(values: torch.Tensor, dim: int) -> torch.Tensor:
-    return values * torch.rsqrt(values.pow(2).sum(dim=dim, keepdim=True).clamp(min=L2_EPSILON))
 
 
 class MDHead(nn.Module):
@@ -76,11 +70,13 @@ class MDHead(nn.Module):
     def weight(self) -> torch.Tensor:
         if self.g is not None:
             return self.v * self.g / self.v.pow(2).sum(dim=0).sqrt()
-        return _l2(self.v, 0) if self.options.cosine else self.v
+        return tf_l2_normalize(self.v, dim=0) if self.options.cosine else self.v
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         if self.options.cosine:
-            return self.options.cosine_multiplier * (_l2(features, 1) @ self.weight())
+            return self.options.cosine_multiplier * (
+                tf_l2_normalize(features, dim=1) @ self.weight()
+            )
         return features @ self.weight() + self.b
 
 

@@ -42,6 +42,18 @@ def l2_normalize(values: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     return F.normalize(values, p=2, dim=-1, eps=eps)
 
 
+# tf.nn.l2_normalize(x, epsilon=1e-3), as Meta-Dataset's learners call it.
+TF_L2_EPSILON = 1e-3
+
+
+def tf_l2_normalize(
+    values: torch.Tensor, epsilon: float = TF_L2_EPSILON, dim: int = -1
+) -> torch.Tensor:
+    """x / sqrt(max(||x||^2, epsilon)) along `dim` (TensorFlow's l2_normalize)."""
+    squared = values.pow(2).sum(dim=dim, keepdim=True)
+    return values * torch.rsqrt(squared.clamp(min=epsilon))
+
+
 def cosine_similarity_matrix(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     """(Q, D), (S, D) -> (Q, S) cosine similarities."""
     return l2_normalize(queries) @ l2_normalize(keys).t()

@@ -37,6 +37,7 @@ from learners.device import choose_loading, make_deterministic, resolve_device
 from learners.distributed import (
     SINGLE_PROCESS,
     RankInfo,
+    ShardPlan,
     agree_on_setup,
     broadcast_module,
     cores_per_rank,
@@ -45,7 +46,6 @@ from learners.distributed import (
     one_line_per_fault,
     rank_info_from_env,
     rank_session,
-    shard_plan,
 )
 from learners.episode_eval import validation_hook
 from learners.episode_feed import (
@@ -351,7 +351,7 @@ def train(
     check_decode_device(  # the CLI checked already; callers of train() get the same lines
         config.decode_device, device, config.loader_workers, config.decode_processes, config.dataset
     )
-    plan = shard_plan(rank_meta_batch(config, ranks), ranks)
+    plan = ShardPlan(rank_meta_batch(config, ranks), ranks.rank, ranks.world_size)
     options = config.episode_options
     if is_episodic(config.learner.method):
         open_train = functools.partial(

@@ -28,7 +28,6 @@ from learners.distributed import (
     RankInfo,
     ShardPlan,
     cores_per_rank,
-    evaluation_share,
     loading_note,
     rank_info_from_env,
 )
@@ -97,7 +96,7 @@ def test_ranks_evaluate_the_batches_of_one_process(count, per_batch, world) -> N
     assert sorted(seen) == list(range(count))
     # Round-robin episodes (r, r+W, ...) would batch episodes one process never batches.
     if per_batch > 1:
-        round_robin = evaluation_share(count, RankInfo(0, world, 0, world))
+        round_robin = list(range(0, count, world))  # rank 0's episodes 0, W, 2W, ...
         assert round_robin[:per_batch] not in one
     with pytest.raises(ValueError, match="--episodes-per-batch 0"):
         batch_share(count, 0, SINGLE_PROCESS)
@@ -115,7 +114,6 @@ def test_rank_info_comes_from_torchruns_variables() -> None:
         rank_info_from_env({"RANK": "2", "WORLD_SIZE": "2", "LOCAL_RANK": "0"})
     assert cores_per_rank(RankInfo(0, 8, 0, 4), cores=16) == 4
     assert cores_per_rank(RankInfo(0, 8, 0, 4), cores=2) == 1
-    assert evaluation_share(7, RankInfo(1, 3, 1, 3)) == [1, 4]
     assert "count per rank" in str(loading_note(10**6, 0, RankInfo(0, 2, 0, 2)))
     assert loading_note(0, 0, RankInfo(0, 2, 0, 2)) is None
     assert loading_note(10**6, 0, SINGLE_PROCESS) is None

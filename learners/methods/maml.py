@@ -105,6 +105,11 @@ class MAML(Learner):
         default_lr = default_inner_lr(self.variant)
         self.inner_lr = self.options.inner_lr if self.options.inner_lr is not None else default_lr
 
+    def evaluation_steps(self) -> int:
+        """Inner-loop steps at evaluation: --eval-inner-steps, else --inner-steps."""
+        steps = self.options.eval_inner_steps
+        return self.options.inner_steps if steps is None else steps
+
     def adapted_backbone_names(self) -> set[str]:
         """The backbone parameters the inner loop adapts: none (ANIL), every one, or every one
         but BatchNorm's scale and offset (without --adapt-batch-norm)."""
@@ -168,8 +173,7 @@ class MAML(Learner):
         if self.training:
             params = self.adapt(ep, self.options.inner_steps, self.variant.first_order)
             return self.adapted_query_logits(params, ep)
-        steps = self.options.eval_inner_steps
-        steps = self.options.inner_steps if steps is None else steps
+        steps = self.evaluation_steps()
         with torch.enable_grad():  # adaptation needs gradients even at evaluation time
             params = self.adapt(ep, steps, first_order=True)
             return self.adapted_query_logits(params, ep).detach()

@@ -19,11 +19,10 @@ import torch.nn.functional as F
 from learners.config_fields import MethodConfig, option
 from learners.episode_batch import EpisodeTensors
 from learners.learner import Learner
+from learners.prototypes import tf_l2_normalize
 from learners.registry import register_learner
 
 MATCHING_NORMALIZATIONS = ("support", "both")
-# tf.nn.l2_normalize(x, epsilon): x / sqrt(max(sum(x ** 2), epsilon)).
-L2_EPSILON = 1e-3
 
 
 @dataclass
@@ -39,12 +38,6 @@ class MatchingConfig(MethodConfig):
         "L2-normalise the support embeddings only (Meta-Dataset's code) or both sides (cosine)",
         choices=MATCHING_NORMALIZATIONS,
     )
-
-
-def tf_l2_normalize(values: torch.Tensor, epsilon: float = L2_EPSILON) -> torch.Tensor:
-    """x / sqrt(max(||x||^2, epsilon)) along the last dimension (TensorFlow's l2_normalize)."""
-    squared = values.pow(2).sum(dim=-1, keepdim=True)
-    return values * torch.rsqrt(squared.clamp(min=epsilon))
 
 
 def matching_log_probs(
