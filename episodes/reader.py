@@ -229,12 +229,12 @@ class EpisodeReader:
         self.decode_device = decode_device
         self._gpu_decoder = None
         if decode_device != "cpu":
-            from episodes.images.gpu_decode import GpuJpegDecoder, gpu_decode_problem
+            from episodes.images.gpu_decode import GpuJpegDecoder
 
-            why_not = gpu_decode_problem(decode_device)
-            if why_not is not None:
-                raise ReaderError(f"decode_device={decode_device!r}: {why_not}")
-            self._gpu_decoder = GpuJpegDecoder(image_size, decode_device)
+            try:  # it checks torch, CUDA and torchvision first
+                self._gpu_decoder = GpuJpegDecoder(image_size, decode_device)
+            except RuntimeError as exc:  # "decode_device='cuda': why not", one line
+                raise ReaderError(str(exc)) from None
         self._executor: ThreadPoolExecutor | None = None
         self._executor_pid: int | None = None
         self._executor_lock = threading.Lock()

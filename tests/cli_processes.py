@@ -32,13 +32,14 @@ def python_m(module: str, *args: str, **kwargs: Any) -> subprocess.CompletedProc
     )
 
 
-def start_python_m(module: str, *args: str) -> subprocess.Popen:
-    """Start `python -m module args` (for signals and concurrent runs), output piped as text."""
+def start_python_m(module: str, *args: str, **kwargs: Any) -> subprocess.Popen:
+    """Start `python -m module args` (for signals and concurrent runs), output piped as text
+    unless `kwargs` (passed on to Popen) say otherwise."""
+    streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     return subprocess.Popen(
         [sys.executable, "-m", module, *args],
         cwd=REPO,
         env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
         text=True,
+        **{**streams, **kwargs},
     )

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from beam_pipelines.interrupt_exit import descendant_pids
-from tests.cli_processes import REPO, TINY, child_env, python_m
+from tests.cli_processes import REPO, TINY, python_m, start_python_m
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.test_embed import write_random_checkpoint
 from tests.test_object_storage import s3  # noqa: F401 (a fixture: moto on 127.0.0.1)
@@ -34,15 +34,7 @@ WORKERS = ("--direct_num_workers", "2")
 
 def _start(module: str, *args: str) -> subprocess.Popen:
     """`python -m module args` in its own process group, as a shell runs a foreground job."""
-    return subprocess.Popen(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO,
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    return start_python_m(module, *args, start_new_session=True)
 
 
 def _wait_for(condition: Callable[[], object], what: str, proc: subprocess.Popen) -> None:
@@ -202,10 +194,9 @@ def test_train_with_loader_workers_then_evaluate_under_sigterm_and_kill_9(work, 
     assert (run / ".lock").exists()  # kill -9 left it, held by nobody
     log = tmp_path / "evaluate.log"
     with log.open("w") as handle:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "learners.evaluate", "--run", str(run), "--episodes",
-             str(10**6), "--no-hardness"],
-            cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=handle, text=True,
+        proc = start_python_m(
+            "learners.evaluate", "--run", str(run), "--episodes", str(10**6), "--no-hardness",
+            stderr=handle,
         )  # fmt: skip
         _wait_for(lambda: "evaluate:" in log.read_text(), "episodes evaluated", proc)
         os.kill(proc.pid, signal.SIGTERM)

@@ -95,8 +95,8 @@ class GpuJpegDecoder:
         import torch
         from torchvision.io import ImageReadMode, decode_jpeg
 
-        out = torch.empty((len(encoded), self.size, self.size, 3), dtype=torch.uint8)
-        out = out.to(self.device)
+        shape = (len(encoded), self.size, self.size, 3)
+        out = torch.empty(shape, dtype=torch.uint8, device=self.device)  # no host copy sent up
         jpegs = [i for i, data in enumerate(encoded) if data[:2] == b"\xff\xd8"]
         if jpegs:
             inputs = [torch.frombuffer(bytearray(encoded[i]), dtype=torch.uint8) for i in jpegs]

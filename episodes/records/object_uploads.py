@@ -18,9 +18,9 @@ from typing import Any
 PART_BYTES = 8 * 2**20  # S3's minimum part is 5 MiB (all parts but the last)
 
 
-def split_s3_url(url: str) -> tuple[str, str]:
-    """`s3://bucket/key` -> (bucket, key)."""
-    bucket, _, key = str(url)[len("s3://") :].partition("/")
+def bucket_and_key(url: str) -> tuple[str, str]:
+    """`s3://bucket/key` (or gs://...) -> (bucket, key); the key is a prefix for a folder."""
+    bucket, _, key = str(url).split("://", 1)[1].partition("/")
     return bucket, key
 
 
@@ -30,7 +30,7 @@ class S3ObjectWriter:
     def __init__(self, client: Any, url: str, part_bytes: int = PART_BYTES):
         self.client = client
         self.url = url
-        self.bucket, self.key = split_s3_url(url)
+        self.bucket, self.key = bucket_and_key(url)
         self.part_bytes = part_bytes
         self.buffer = bytearray()
         self.upload_id: str | None = None
@@ -114,7 +114,7 @@ class S3ObjectWriter:
 
 def open_uploads(client: Any, url: str) -> list[tuple[str, str]]:
     """(key, upload id) of every multipart upload open under the prefix `url`."""
-    bucket, prefix = split_s3_url(url)
+    bucket, prefix = bucket_and_key(url)
     found = []
     for page in client.get_paginator("list_multipart_uploads").paginate(
         Bucket=bucket, Prefix=prefix
@@ -125,7 +125,7 @@ def open_uploads(client: Any, url: str) -> list[tuple[str, str]]:
 
 def abort_uploads(client: Any, url: str) -> int:
     """Abort every multipart upload open under the prefix `url`; how many there were."""
-    bucket, _ = split_s3_url(url)
+    bucket, _ = bucket_and_key(url)
     uploads = open_uploads(client, url)
     for key, upload_id in uploads:
         client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)

@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from episodes.records.example_proto import ExampleDecodeError, decode_image_example
 from episodes.records.record_index import RecordIndex, RecordIndexError, load_or_build_index
@@ -48,29 +49,43 @@ class CorruptRecordError(RuntimeError):
 
 
 class FileHandlePool:
-    """At most `capacity` open files; least recently used handles are closed first."""
+    """At most `capacity` open files; least recently used handles are closed first.
+    Subclasses open other handles (remote_records.ObjectRangePool: object streams) through
+    `_open`, `_close` and `_read_at`."""
+
+    kind = "file handle"
 
     def __init__(self, capacity: int = 64):
         if capacity < 1:
-            raise ValueError(f"file handle pool capacity must be >= 1, got {capacity}")
+            raise ValueError(f"{self.kind} pool capacity must be >= 1, got {capacity}")
         self.capacity = capacity
-        self._handles: OrderedDict[str, object] = OrderedDict()
+        self._handles: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
 
+    def _open(self, path: str) -> Any:
+        return os.open(path, os.O_RDONLY)
+
+    def _close(self, fd: Any) -> None:
+        os.close(fd)
+
+    def _read_at(self, fd: Any, offset: int, length: int) -> bytes:
+        """os.pread: no shared file position between threads."""
+        return os.pread(fd, length, offset)
+
     def read(self, path: str, offset: int, length: int) -> bytes:
-        """Read `length` bytes at `offset` (os.pread: no shared file position between threads)."""
+        """Read `length` bytes at `offset` of `path`, opening it (and closing the least
+        recently used handle past `capacity`) if it is not open."""
         with self._lock:
-            fd = self._handles.get(path)
-            if fd is None:
-                fd = os.open(path, os.O_RDONLY)
-                self._handles[path] = fd
+            handle = self._handles.get(path)
+            if handle is None:
+                handle = self._open(path)
+                self._handles[path] = handle
                 while len(self._handles) > self.capacity:
                     _, old = self._handles.popitem(last=False)
-                    os.close(old)
+                    self._close(old)
             else:
                 self._handles.move_to_end(path)
-            data = os.pread(fd, length, offset)
-        return data
+            return self._read_at(handle, offset, length)
 
     @property
     def open_count(self) -> int:
@@ -79,8 +94,8 @@ class FileHandlePool:
     def close(self) -> None:
         with self._lock:
             while self._handles:
-                _, fd = self._handles.popitem()
-                os.close(fd)
+                _, handle = self._handles.popitem()
+                self._close(handle)
 
     def __del__(self):  # pragma: no cover - best effort
         try:

@@ -11,8 +11,6 @@ then every record is one seek and read of an open object stream, CRC-verified li
 from __future__ import annotations
 
 import posixpath
-import threading
-from collections import OrderedDict
 from typing import IO
 
 import numpy as np
@@ -20,54 +18,38 @@ import numpy as np
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import SPEC_FILENAME, DatasetSpec, SpecError
 from episodes.records.record_index import RecordIndex, RecordIndexError
-from episodes.records.record_reader import CorruptRecordError, RecordReader
+from episodes.records.record_reader import CorruptRecordError, FileHandlePool, RecordReader
 from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
 
 RANGE_BUFFER_BYTES = 256 << 10  # what one ranged read fetches at least (neighbours come along)
 SCAN_BUFFER_BYTES = 8 << 20  # reading a whole records object to rebuild its index
 
 
-class ObjectRangePool:
+class ObjectRangePool(FileHandlePool):
     """At most `capacity` open object streams; `read(url, offset, length)` seeks and reads."""
 
+    kind = "object stream"
+
     def __init__(self, capacity: int = 16, buffer_bytes: int = RANGE_BUFFER_BYTES):
-        if capacity < 1:
-            raise ValueError(f"object stream pool capacity must be >= 1, got {capacity}")
-        self.capacity = capacity
+        super().__init__(capacity)
         self.buffer_bytes = buffer_bytes
-        self._streams: OrderedDict[str, IO[bytes]] = OrderedDict()
-        self._lock = threading.Lock()
 
-    def read(self, url: str, offset: int, length: int) -> bytes:
-        with self._lock:
-            stream = self._streams.get(url)
-            if stream is None:
-                stream = storage_paths.open_binary(url, buffer_bytes=self.buffer_bytes)
-                self._streams[url] = stream
-                while len(self._streams) > self.capacity:
-                    _, old = self._streams.popitem(last=False)
-                    old.close()
-            else:
-                self._streams.move_to_end(url)
-            stream.seek(offset)
-            parts, missing = [], length
-            while missing > 0:
-                block = stream.read(missing)
-                if not block:  # past the end: the record is cut short; its CRC check says so
-                    break
-                parts.append(block)
-                missing -= len(block)
+    def _open(self, url: str) -> IO[bytes]:
+        return storage_paths.open_binary(url, buffer_bytes=self.buffer_bytes)
+
+    def _close(self, stream: IO[bytes]) -> None:
+        stream.close()
+
+    def _read_at(self, stream: IO[bytes], offset: int, length: int) -> bytes:
+        stream.seek(offset)
+        parts, missing = [], length
+        while missing > 0:
+            block = stream.read(missing)
+            if not block:  # past the end: the record is cut short; its CRC check says so
+                break
+            parts.append(block)
+            missing -= len(block)
         return b"".join(parts)
-
-    @property
-    def open_count(self) -> int:
-        return len(self._streams)
-
-    def close(self) -> None:
-        with self._lock:
-            while self._streams:
-                _, stream = self._streams.popitem()
-                stream.close()
 
 
 class RemoteRecordReader(RecordReader):
@@ -83,7 +65,7 @@ class RemoteRecordReader(RecordReader):
     ):
         super().__init__(".", file_pattern, max_open_files)
         self.dataset_dir = storage_paths.folder_url(dataset_url)  # type: ignore[assignment]
-        self._pool = ObjectRangePool(max_open_files)  # type: ignore[assignment]
+        self._pool = ObjectRangePool(max_open_files)
         self._sizes = sizes
 
     def records_path(self, class_id: int) -> str:  # type: ignore[override]

@@ -14,6 +14,8 @@ import errno
 import os
 from typing import Any
 
+from episodes.records.object_uploads import bucket_and_key
+
 DEFAULT_TIMEOUT_S = 10.0
 S3_CREDENTIALS = (
     "--s3_access_key_id/--s3_secret_access_key, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
@@ -37,11 +39,6 @@ def check_access(url: str, options: Any, timeout_s: float = DEFAULT_TIMEOUT_S) -
         _check_s3(str(url), options, timeout_s)
     elif scheme == "gs":
         _check_gcs(str(url), options, timeout_s)
-
-
-def _bucket_prefix(url: str) -> tuple[str, str]:
-    bucket, _, prefix = url.split("://", 1)[1].partition("/")
-    return bucket, prefix
 
 
 def _check_s3(url: str, options: Any, timeout_s: float) -> None:
@@ -71,7 +68,7 @@ def _check_s3(url: str, options: Any, timeout_s: float) -> None:
             connect_timeout=timeout_s, read_timeout=timeout_s, retries={"max_attempts": 1}
         ),
     )
-    bucket, prefix = _bucket_prefix(url)
+    bucket, prefix = bucket_and_key(url)
     try:
         client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
     except boto_errors.NoCredentialsError:
@@ -127,7 +124,7 @@ def _check_gcs(url: str, options: Any, timeout_s: float) -> None:
             "no Google credentials found; run `gcloud auth application-default login` or set "
             "GOOGLE_APPLICATION_CREDENTIALS",
         ) from None
-    bucket, prefix = _bucket_prefix(url)
+    bucket, prefix = bucket_and_key(url)
     where = emulator or "Google Cloud Storage"
     try:
         blobs = client.list_blobs(

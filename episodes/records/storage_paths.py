@@ -31,6 +31,8 @@ from typing import IO, Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from episodes.records.object_uploads import bucket_and_key
+
 
 class OutputPrefixError(FileExistsError):
     """A remote output prefix holds objects and --overwrite was not given."""
@@ -438,7 +440,7 @@ def copy_objects(source: str, target: str, sizes: dict[str, int], label: str = "
             if client is None:
                 FileSystems.copy([src], [dst])
                 return
-            (src_bucket, src_key), (dst_bucket, dst_key) = _bucket_key(src), _bucket_key(dst)
+            (src_bucket, src_key), (dst_bucket, dst_key) = bucket_and_key(src), bucket_and_key(dst)
             if sizes[name] < SINGLE_COPY_LIMIT:
                 client.copy_object(
                     Bucket=dst_bucket,
@@ -454,11 +456,6 @@ def copy_objects(source: str, target: str, sizes: dict[str, int], label: str = "
     with ThreadPoolExecutor(PUBLISH_THREADS, thread_name_prefix="publish") as pool:
         for _ in pool.map(copy_one, sorted(sizes)):
             progress.advance()
-
-
-def _bucket_key(url: str) -> tuple[str, str]:
-    bucket, _, key = url.split("://", 1)[1].partition("/")
-    return bucket, key
 
 
 def abort_open_uploads(url: str) -> int:

@@ -35,26 +35,38 @@ def remove_leftovers_beside(target: Path) -> list[Path]:
     return removed
 
 
-def lock_and_clear(target: str | os.PathLike, job: str) -> FolderLock:
-    """Lock `target` for this process (.NAME.lock beside it, freed when the process ends in
-    any way) and remove what dead `job`s left beside it, one stderr line each. A live holder
-    raises FolderLockedError naming it."""
-    target = Path(target).absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
+def clear_leftovers(lock: FolderLock, target: Path, job: str) -> None:
+    """Remove what dead `job`s left beside `target` (whose `lock` this process holds), one
+    stderr line each; if that fails, the lock is released before the error goes on."""
     a_job = f"{'an' if job[0] in 'aeiou' else 'a'} {job}"
-    lock = acquire_folder_lock(
-        target.with_name(f".{target.name}.lock"),
-        target,
-        f"{{folder}}: another {job} is writing this ({{holder}}); wait for it to finish or "
-        "choose another --output",
-    )
     try:
         for path in remove_leftovers_beside(target):
             print(f"removed {path}: left by {a_job} that did not finish", file=sys.stderr)
     except BaseException:
         lock.release()
         raise
+
+
+def lock_and_clear(target: str | os.PathLike, job: str) -> FolderLock:
+    """Lock `target` for this process (.NAME.lock beside it, freed when the process ends in
+    any way) and remove what dead `job`s left beside it, one stderr line each. A live holder
+    raises FolderLockedError naming it."""
+    target = Path(target).absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = acquire_folder_lock(
+        target.with_name(f".{target.name}.lock"),
+        target,
+        f"{{folder}}: another {job} is writing this ({{holder}}); wait for it to finish or "
+        "choose another --output",
+    )
+    clear_leftovers(lock, target, job)
     return lock
 
 
-__all__ = ["FolderLockedError", "leftover_pattern", "lock_and_clear", "remove_leftovers_beside"]
+__all__ = [
+    "FolderLockedError",
+    "clear_leftovers",
+    "leftover_pattern",
+    "lock_and_clear",
+    "remove_leftovers_beside",
+]
