@@ -191,16 +191,21 @@ def of_kind(element: tuple[str, Any], kind: str) -> Iterable[Any]:
         yield element[1]
 
 
+def values_by_kind(elements: Iterable[tuple[str, Any]], *kinds: str) -> tuple[list, ...]:
+    """The values of (kind, value) elements as one list per kind in `kinds`, in arrival order;
+    elements of other kinds (a gather's trigger) are left out."""
+    lists: dict[str, list] = {kind: [] for kind in kinds}
+    for kind, value in elements:
+        if kind in lists:
+            lists[kind].append(value)
+    return tuple(lists[kind] for kind in kinds)
+
+
 def write_gathered_spec(
     gathered: tuple[Any, Iterable[tuple[str, Any]]], plan: ConversionPlan, output_dir: str
 ) -> int:
     """`write_spec` from the one group of (kind, value) elements: class results and rejects."""
-    results, rejected = [], []
-    for kind, value in gathered[1]:
-        if kind == CLASS_RESULT:
-            results.append(value)
-        elif kind == REJECTED:
-            rejected.append(value)
+    results, rejected = values_by_kind(gathered[1], CLASS_RESULT, REJECTED)
     return write_spec(plan, results, rejected, output_dir)
 
 

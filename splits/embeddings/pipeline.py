@@ -36,7 +36,7 @@ import numpy as np
 from beam_pipelines.interrupt_exit import exit_on_interrupt
 from beam_pipelines.output_lock import acquire_output_lock, remove_leftovers
 from beam_pipelines.runner_options import RunnerChoice
-from beam_pipelines.writer import of_kind
+from beam_pipelines.writer import of_kind, values_by_kind
 from episodes.fetch import require_local_dataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
@@ -318,12 +318,7 @@ def write_gathered_class_sums(
     gathered: tuple[Any, Iterable[tuple[str, Any]]], work_dir: str
 ) -> int:
     """`write_class_sums` from the one group of (kind, value) elements."""
-    sums, skipped = [], []
-    for kind, value in gathered[1]:
-        if kind == CLASS_SUM:
-            sums.append(value)
-        elif kind == SKIPPED:
-            skipped.append(value)
+    sums, skipped = values_by_kind(gathered[1], CLASS_SUM, SKIPPED)
     return write_class_sums(sums, skipped, work_dir)
 
 
