@@ -453,29 +453,31 @@ def test_fetch_brings_back_what_the_reader_reads(s3, omniglot, tmp_path, capsys)
     assert "OK" in capsys.readouterr().out
 
 
+# fixed ways: the alphabets off (else an error)
+SHARD_ARGS = [
+    "--split",
+    "test",
+    "--episodes",
+    "6",
+    "--num-shards",
+    "2",
+    "--mode",
+    "fixed",
+    "--ways",
+    "3",
+    "--shots",
+    "1",
+    "--query",
+    "1",
+    "--no-use-bilevel-hierarchy",
+]
+
+
 def test_episode_shards_to_s3_match_local(s3, omniglot, tmp_path):
     from beam_pipelines import episodes as shards_cli
 
     _, local = omniglot
-    argv = [
-        "--dataset",
-        str(local),
-        "--split",
-        "test",
-        "--episodes",
-        "6",
-        "--num-shards",
-        "2",
-        "--mode",
-        "fixed",
-        "--ways",
-        "3",
-        "--shots",
-        "1",
-        "--query",
-        "1",
-        "--no-use-bilevel-hierarchy",  # fixed ways: the alphabets off (else an error)
-    ]
+    argv = ["--dataset", str(local), *SHARD_ARGS]
     assert shards_cli.main(argv + ["--output", str(tmp_path / "shards")]) == 0
     assert shards_cli.main(argv + ["--output", "s3://out/shards"] + s3.flags) == 0
     assert s3.objects("s3://out/shards") == _files(tmp_path / "shards")
@@ -797,25 +799,6 @@ def test_a_bare_bucket_is_refused_as_an_output(s3, capsys):
     assert convert_cli.main(argv + s3.flags) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "s3://out: an output must be a folder inside the bucket" in err
-
-
-SHARD_ARGS = [
-    "--split",
-    "test",
-    "--episodes",
-    "6",
-    "--num-shards",
-    "2",
-    "--mode",
-    "fixed",
-    "--ways",
-    "3",
-    "--shots",
-    "1",
-    "--query",
-    "1",
-    "--no-use-bilevel-hierarchy",
-]
 
 
 def test_episode_shards_read_an_s3_dataset_where_it_lies(s3, omniglot, tmp_path, capsys):
