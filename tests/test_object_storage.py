@@ -95,6 +95,22 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _wait_until_listening(server: subprocess.Popen, port: int, log: Path, name: str) -> None:
+    """Wait (60 s at most) for the emulator `server` to accept connections on 127.0.0.1:`port`;
+    fail the test with the end of its `log` if it exits first."""
+    deadline = time.monotonic() + 60
+    while True:
+        if server.poll() is not None:
+            pytest.fail(f"{name} exited: {log.read_text()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{name} did not listen on port {port} in 60 s")
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """A moto S3 server on 127.0.0.1 (random port), started for this module and stopped after."""
@@ -112,17 +128,7 @@ def s3(tmp_path_factory):
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"moto server exited: {log.read_text()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"moto server did not listen on port {port} in 60 s")
-                time.sleep(0.2)
+        _wait_until_listening(server, port, log, "moto server")
         endpoint = f"http://127.0.0.1:{port}"
         client = boto3.client(
             "s3",
