@@ -36,7 +36,7 @@ import numpy as np
 from beam_pipelines.interrupt_exit import exit_on_interrupt
 from beam_pipelines.output_lock import acquire_output_lock, remove_leftovers
 from beam_pipelines.runner_options import RunnerChoice
-from beam_pipelines.writer import of_kind, values_by_kind
+from beam_pipelines.writer import GatherUnderOneKey, of_kind, values_by_kind
 from episodes.fetch import require_local_dataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
@@ -47,7 +47,6 @@ from splits.embeddings.embeddings_file import EmbeddingsFile
 SKIPPED = "skipped"
 PARTIAL_SUM = "partial"
 CLASS_SUM = "class"
-SUMS_TRIGGER = "trigger"
 SUMS_FILE = "class_sums.npz"
 SKIPPED_FILE = "skipped.json"
 
@@ -304,12 +303,9 @@ class WriteClassSums(beam.PTransform):
         self.work_dir = work_dir
 
     def expand(self, results: beam.PCollection) -> beam.PCollection:
-        trigger = results.pipeline | "SumsTrigger" >> beam.Create([(SUMS_TRIGGER, None)])
         return (
-            (trigger, results)
-            | "GatherSums" >> beam.Flatten()
-            | "UnderOneKey" >> beam.Map(lambda element: (0, element))
-            | "GroupForSums" >> beam.GroupByKey()
+            (results,)
+            | "GroupForSums" >> GatherUnderOneKey()
             | "WriteSums" >> beam.Map(write_gathered_class_sums, self.work_dir)
         )
 
