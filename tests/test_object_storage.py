@@ -831,6 +831,14 @@ def test_episode_shards_read_an_s3_dataset_where_it_lies(s3, omniglot, tmp_path,
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "s3://raw/unfinished/omniglot: incomplete dataset" in err
     assert not (tmp_path / "c").exists()
+    # a finished dataset missing record objects of the split is refused in one line, naming one
+    for name in s3.objects("s3://raw/converted/omniglot"):
+        if name.endswith(".tfrecords"):
+            s3.client.delete_object(Bucket="raw", Key=f"converted/omniglot/{name}")
+    assert shards_cli.main([*remote, "--output", str(tmp_path / "d"), *s3.flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "record objects are missing, e.g. s3://raw/converted/" in err
+    assert not (tmp_path / "d").exists()
 
 
 def test_embeddings_read_an_s3_dataset_where_it_lies(s3, tmp_path, capsys):
