@@ -19,7 +19,7 @@ from beam_pipelines.conversion_progress import ProgressReporter
 from beam_pipelines.frame_spill import remove_spill
 from beam_pipelines.interrupt_exit import exit_on_interrupt, interrupts_deferred
 from beam_pipelines.job_faults import unwritable_output_in_one_line
-from beam_pipelines.output_lock import OutputLock, acquire_output_lock, remove_leftovers
+from beam_pipelines.output_lock import OutputLock, acquire_output_lock, remove_and_name_leftovers
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.sources.base import LayoutError, Source
 from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
@@ -128,8 +128,7 @@ def lock_local_output(output: Path | str) -> OutputLock | None:
         return None
     lock = acquire_output_lock(output)
     try:
-        for path in remove_leftovers(lock):
-            print(f"removed {path}: left by a conversion that did not finish", file=sys.stderr)
+        remove_and_name_leftovers(lock, "a conversion")
     except BaseException:
         lock.release()
         raise

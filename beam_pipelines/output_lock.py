@@ -15,6 +15,7 @@ Local folders only: object stores have no locks (see README, Running at scale).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from episodes.util.dead_job_leftovers import remove_leftovers_beside
@@ -60,3 +61,10 @@ def remove_leftovers(lock: OutputLock) -> list[Path]:
     if lock.fd is None:
         raise ValueError(f"{lock.output}: the lock is not held")
     return remove_leftovers_beside(lock.output)
+
+
+def remove_and_name_leftovers(lock: OutputLock, job: str) -> None:
+    """`remove_leftovers`, one stderr line for each path removed: left by `job` ("a cache
+    job") that did not finish."""
+    for path in remove_leftovers(lock):
+        print(f"removed {path}: left by {job} that did not finish", file=sys.stderr)

@@ -34,7 +34,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
-from beam_pipelines.output_lock import acquire_output_lock, remove_leftovers
+from beam_pipelines.output_lock import acquire_output_lock, remove_and_name_leftovers
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.writer import GatherUnderOneKey, of_kind, values_by_kind
 from episodes.fetch import require_local_dataset
@@ -458,8 +458,7 @@ def embed_dataset(
             work_dir = storage_paths.staging_prefix(str(output))
         else:
             lock = held.enter_context(acquire_output_lock(output))  # one job per output
-            for path in remove_leftovers(lock):
-                print(f"removed {path}: left by an embed job that did not finish", file=sys.stderr)
+            remove_and_name_leftovers(lock, "an embed job")
             work_dir = str(staging_folder(output))  # .NAME.tmp-PID-HEX8, as remove_leftovers finds
         return _embed_locked(
             spec, info, chunks, embed_fn, output, runner, work_dir, exit_on_ctrl_c, held
