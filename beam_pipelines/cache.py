@@ -26,7 +26,7 @@ import apache_beam as beam
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
 from beam_pipelines.old_positional import parse_with_one_dataset
-from beam_pipelines.output_lock import acquire_output_lock, remove_leftovers
+from beam_pipelines.output_lock import acquire_output_lock
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.images.decoded_cache import (
     MANIFEST,
@@ -49,6 +49,7 @@ from episodes.util.cli_style import (
     add_dataset_argument,
     command_parser,
 )
+from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.npy_maps import open_npy_map
 
 SUM_SUFFIX = ".npy.sum"  # per-class entry the workers leave for the driver's manifest
@@ -151,8 +152,7 @@ def build_cache(
     one line (beam_pipelines.interrupt_exit)."""
     target = cache_path(spec.root, size, cache_root)
     with acquire_output_lock(target) as lock:
-        for path in remove_leftovers(lock):
-            print(f"removed {path}: left by a cache job that did not finish", file=sys.stderr)
+        clear_leftovers(lock, lock.output, "cache job")
         guard = nullcontext()
         if exit_on_ctrl_c:
 

@@ -31,7 +31,7 @@ import apache_beam as beam
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
 from beam_pipelines.job_faults import unwritable_output_in_one_line
-from beam_pipelines.output_lock import OutputLock, acquire_output_lock, remove_leftovers
+from beam_pipelines.output_lock import OutputLock, acquire_output_lock
 from beam_pipelines.remote_episode_source import RemoteEpisodeSource
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.episode_cli import (
@@ -55,6 +55,7 @@ from episodes.records.tfrecord_io import frame_record
 from episodes.util.atomic_files import atomic_path, replace_folder, staging_folder
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser
+from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.progress_lines import ProgressLines
 
 # Default shard count: shards of about TARGET_SHARD_BYTES (TensorFlow's TFRecord guide asks for
@@ -261,8 +262,7 @@ def write_episode_shards(
     if storage_paths.is_remote(output):
         return _write_episode_shards(job_args, output, runner, overwrite, exit_on_ctrl_c, None)
     with acquire_output_lock(output) as lock:  # freed when the process ends, kill -9 too
-        for path in remove_leftovers(lock):
-            print(f"removed {path}: left by a shards job that did not finish", file=sys.stderr)
+        clear_leftovers(lock, lock.output, "shards job")
         return _write_episode_shards(
             job_args, Path(output), runner, overwrite, exit_on_ctrl_c, lock
         )

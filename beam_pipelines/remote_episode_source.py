@@ -22,19 +22,21 @@ from episodes.records.record_reader import RecordReader
 from episodes.sampler_factory import load_dataset, make_sampler, read_split_file
 
 
-def load_any_dataset(location: str, split_file: str | None) -> tuple[DatasetSpec, RecordReader]:
-    """The spec (its splits replaced by `split_file`) and a records reader of a local folder
-    or a dataset URL."""
+def load_any_dataset(
+    location: str, split_file: str | None
+) -> tuple[DatasetSpec, RecordReader, dict[str, int] | None]:
+    """The spec (its splits replaced by `split_file`), a records reader of a local folder or a
+    dataset URL, and for a URL its objects' listing ({name: size}; None for a folder)."""
     if not storage_paths.is_remote(location):
         spec = load_dataset(location, split_file)
-        return spec, RecordReader(spec.root, spec.file_pattern)
+        return spec, RecordReader(spec.root, spec.file_pattern), None
     from episodes.records.remote_records import RemoteRecordReader, load_remote_dataset
 
     spec, listing = load_remote_dataset(location)
     if split_file is not None:
         train, valid, test = read_split_file(split_file)
         spec = spec.with_splits(train, valid, test, source=str(split_file))
-    return spec, RemoteRecordReader(location, spec.file_pattern, sizes=listing)
+    return spec, RemoteRecordReader(location, spec.file_pattern, sizes=listing), listing
 
 
 class RemoteEpisodeSource:
@@ -55,25 +57,25 @@ class RemoteEpisodeSource:
             raise ReaderError("split_file applies to one dataset; got several dataset folders")
         self.split = Split.parse(split)
         loaded = [load_any_dataset(str(location), split_file) for location in locations]
-        self.specs = [spec for spec, _ in loaded]
+        self.specs = [spec for spec, _, _ in loaded]
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
             raise ReaderError(f"dataset names must differ across sources, got {names}")
         splits = [self.split] if mix_lambda is None else [self.split, Split.parse(base_split)]
         self._images: dict[str, RecordImages] = {}
-        for (spec, records), location in zip(loaded, locations):
+        for (spec, records, listing), location in zip(loaded, locations):
             for name in splits:
                 classes = spec.classes(name)  # a clear error for a spec without splits
-                if storage_paths.is_remote(str(location)):
-                    self._check_records(spec, records, classes, str(location))
+                if listing is not None:  # a URL
+                    self._check_records(spec, listing, classes, str(location))
             self._images[spec.name] = RecordImages(records)
         self.sampler = make_sampler(self.specs, self.split, config, seed, mix_lambda, base_split)
 
     @staticmethod
-    def _check_records(spec: DatasetSpec, records: Any, classes, location: str) -> None:
+    def _check_records(spec: DatasetSpec, listing: dict[str, int], classes, location: str) -> None:
         from episodes.records.remote_records import missing_records
 
-        missing = missing_records(spec, records._sizes or {}, classes)
+        missing = missing_records(spec, listing, classes)
         if missing:
             raise ReaderError(
                 f"dataset {spec.name!r}: {len(missing)} record objects are missing, e.g. "

@@ -31,7 +31,7 @@ from beam_pipelines.runner_options import add_storage_timeout_argument, storage_
 from episodes.fetch import is_remote, require_local_dataset
 from episodes.images.decoded_cache import verify_cache
 from episodes.images.image_size_limit import use_image_size_limit
-from episodes.records.dataset_spec import SPEC_FILENAME, SpecError, Split, load_spec
+from episodes.records.dataset_spec import SPEC_FILENAME, DatasetSpec, SpecError, Split, load_spec
 from episodes.records.example_proto import ExampleDecodeError, decode_image_example
 from episodes.records.record_index import (
     RecordIndex,
@@ -70,6 +70,13 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def add_class(self, records: int, size: int, problems: list[str], sizes: Counter) -> None:
+        """Count one class's `verify_class` result into the totals."""
+        self.records += records
+        self.bytes += size
+        self.problems.extend(problems)
+        self.image_sizes.update(sizes)
 
 
 @dataclass
@@ -173,13 +180,10 @@ def verify_dataset(
     bar = ProgressLines("verify", spec.num_classes, "classes", enabled=progress)
     index = IndexCheck(index_cache_dir, write_index)
     for class_id in range(spec.num_classes):
-        n, size, problems, sizes = verify_class(
+        result = verify_class(
             spec.records_path(class_id), class_id, spec.images_per_class[class_id], decode, index
         )
-        report.records += n
-        report.bytes += size
-        report.problems.extend(problems)
-        report.image_sizes.update(sizes)
+        report.add_class(*result)
         bar.advance()
     for manifest in sorted(dataset_dir.glob("decoded_*/manifest.json")):
         report.problems.extend(verify_cache(manifest.parent, spec))
@@ -202,6 +206,11 @@ def verify_dataset(
         report.warnings.append(
             f"wrote {len(index.written)} missing .index files into {', '.join(places[:2])}"
         )
+    return _finish(report, spec, start)
+
+
+def _finish(report: VerifyReport, spec: DatasetSpec, start: float) -> VerifyReport:
+    """The closing warning on inputs rejected at conversion, the time taken and the spec."""
     rejected = spec.provenance.get("rejected_count", 0)
     if rejected:
         report.warnings.append(
@@ -249,11 +258,8 @@ def verify_remote_dataset(url: str, decode: bool = True, progress: bool = True) 
         return n, size, problems, sizes
 
     with ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="verify") as pool:
-        for n, size, problems, sizes in pool.map(one, range(spec.num_classes)):
-            report.records += n
-            report.bytes += size
-            report.problems.extend(problems)
-            report.image_sizes.update(sizes)
+        for result in pool.map(one, range(spec.num_classes)):
+            report.add_class(*result)
             bar.advance()
     expected_files = {spec.file_pattern.format(c) for c in range(spec.num_classes)}
     stray = sorted(
@@ -272,14 +278,7 @@ def verify_remote_dataset(url: str, decode: bool = True, progress: bool = True) 
             f"{len(report.unindexed)} classes have no .index file: checked without; the "
             "reader builds them on first use"
         )
-    rejected = spec.provenance.get("rejected_count", 0)
-    if rejected:
-        report.warnings.append(
-            f"{rejected} raw inputs were rejected at conversion (see provenance)"
-        )
-    report.seconds = time.monotonic() - start
-    report.spec = spec  # type: ignore[attr-defined]
-    return report
+    return _finish(report, spec, start)
 
 
 def format_report(report: VerifyReport) -> str:

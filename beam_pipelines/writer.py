@@ -46,7 +46,7 @@ CONVERTER_VERSION = "1"
 ENCODED = "encoded"
 REJECTED = "rejected"
 CLASS_RESULT = "class"
-SPEC_TRIGGER = "trigger"
+GATHER_TRIGGER = "trigger"
 _LOG = logging.getLogger(__name__)
 
 
@@ -191,16 +191,37 @@ def of_kind(element: tuple[str, Any], kind: str) -> Iterable[Any]:
         yield element[1]
 
 
+def values_by_kind(elements: Iterable[tuple[str, Any]], *kinds: str) -> tuple[list, ...]:
+    """The values of (kind, value) elements as one list per kind in `kinds`, in arrival order;
+    elements of other kinds (a gather's trigger) are left out."""
+    lists: dict[str, list] = {kind: [] for kind in kinds}
+    for kind, value in elements:
+        if kind in lists:
+            lists[kind].append(value)
+    return tuple(lists[kind] for kind in kinds)
+
+
+class GatherUnderOneKey(beam.PTransform):
+    """A tuple of (kind, value) collections -> one (0, elements) group: every element of them
+    plus a (GATHER_TRIGGER, None) one, so the step after it runs once, after all of them, even
+    when they are empty (in place of side inputs: see the module docstring)."""
+
+    def expand(self, collections: tuple[beam.PCollection, ...]) -> beam.PCollection:
+        pipeline = collections[0].pipeline
+        trigger = pipeline | "Trigger" >> beam.Create([(GATHER_TRIGGER, None)])
+        return (
+            (trigger, *collections)
+            | "Flatten" >> beam.Flatten()
+            | "UnderOneKey" >> beam.Map(lambda element: (0, element))
+            | "Group" >> beam.GroupByKey()
+        )
+
+
 def write_gathered_spec(
     gathered: tuple[Any, Iterable[tuple[str, Any]]], plan: ConversionPlan, output_dir: str
 ) -> int:
     """`write_spec` from the one group of (kind, value) elements: class results and rejects."""
-    results, rejected = [], []
-    for kind, value in gathered[1]:
-        if kind == CLASS_RESULT:
-            results.append(value)
-        elif kind == REJECTED:
-            rejected.append(value)
+    results, rejected = values_by_kind(gathered[1], CLASS_RESULT, REJECTED)
     return write_spec(plan, results, rejected, output_dir)
 
 
@@ -244,12 +265,9 @@ class WriteConvertedDataset(beam.PTransform):
             | "KindResults" >> beam.Map(lambda result: (CLASS_RESULT, result))
         )
         rejected = coded | "KeepRejected" >> beam.Filter(lambda element: element[0] == REJECTED)
-        trigger = items.pipeline | "SpecTrigger" >> beam.Create([(SPEC_TRIGGER, None)])
         return (
-            (trigger, results, rejected)
-            | "GatherForSpec" >> beam.Flatten()
-            | "UnderOneKey" >> beam.Map(lambda element: (0, element))
-            | "GroupForSpec" >> beam.GroupByKey()
+            (results, rejected)
+            | "GatherForSpec" >> GatherUnderOneKey()
             | "WriteSpec" >> beam.Map(write_gathered_spec, self.plan, self.output_dir)
         )
 

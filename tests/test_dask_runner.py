@@ -13,9 +13,9 @@ import pytest
 from beam_pipelines import convert as convert_cli
 from beam_pipelines.runner_options import make_runner
 from episodes.records.dataset_spec import load_spec
-from tests.raw_fixtures.emnist import write_emnist_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.raw_fixtures.traffic_sign import write_traffic_sign_fixture
+from tests.test_portable_runner import write_runner_check_input
 
 distributed = pytest.importorskip("distributed")
 
@@ -43,15 +43,7 @@ def _dask_flags(address: str) -> list[str]:
 
 @pytest.mark.parametrize("source", ["omniglot", "emnist"])
 def test_conversion_is_byte_identical_on_a_dask_cluster(source, cluster, tmp_path, capsys):
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    extra = []
-    if source == "omniglot":
-        write_omniglot_fixture(raw)
-    else:  # byclass: row-range units, a truncated file (rejected rows), no class split
-        write_emnist_fixture(raw)
-        extra = ["--emnist-rows-per-unit", "40"]
-    common = ["--source", source, "--input", str(raw), *extra]
+    common = write_runner_check_input(source, tmp_path / "raw")
     assert convert_cli.main([*common, "--output", str(tmp_path / "direct")]) == 0
     dask_out = tmp_path / "dask"
     assert convert_cli.main([*common, "--output", str(dask_out), *_dask_flags(cluster)]) == 0

@@ -95,6 +95,22 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _wait_until_listening(server: subprocess.Popen, port: int, log: Path, name: str) -> None:
+    """Wait (60 s at most) for the emulator `server` to accept connections on 127.0.0.1:`port`;
+    fail the test with the end of its `log` if it exits first."""
+    deadline = time.monotonic() + 60
+    while True:
+        if server.poll() is not None:
+            pytest.fail(f"{name} exited: {log.read_text()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{name} did not listen on port {port} in 60 s")
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """A moto S3 server on 127.0.0.1 (random port), started for this module and stopped after."""
@@ -112,17 +128,7 @@ def s3(tmp_path_factory):
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"moto server exited: {log.read_text()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"moto server did not listen on port {port} in 60 s")
-                time.sleep(0.2)
+        _wait_until_listening(server, port, log, "moto server")
         endpoint = f"http://127.0.0.1:{port}"
         client = boto3.client(
             "s3",
@@ -453,29 +459,31 @@ def test_fetch_brings_back_what_the_reader_reads(s3, omniglot, tmp_path, capsys)
     assert "OK" in capsys.readouterr().out
 
 
+# fixed ways: the alphabets off (else an error)
+SHARD_ARGS = [
+    "--split",
+    "test",
+    "--episodes",
+    "6",
+    "--num-shards",
+    "2",
+    "--mode",
+    "fixed",
+    "--ways",
+    "3",
+    "--shots",
+    "1",
+    "--query",
+    "1",
+    "--no-use-bilevel-hierarchy",
+]
+
+
 def test_episode_shards_to_s3_match_local(s3, omniglot, tmp_path):
     from beam_pipelines import episodes as shards_cli
 
     _, local = omniglot
-    argv = [
-        "--dataset",
-        str(local),
-        "--split",
-        "test",
-        "--episodes",
-        "6",
-        "--num-shards",
-        "2",
-        "--mode",
-        "fixed",
-        "--ways",
-        "3",
-        "--shots",
-        "1",
-        "--query",
-        "1",
-        "--no-use-bilevel-hierarchy",  # fixed ways: the alphabets off (else an error)
-    ]
+    argv = ["--dataset", str(local), *SHARD_ARGS]
     assert shards_cli.main(argv + ["--output", str(tmp_path / "shards")]) == 0
     assert shards_cli.main(argv + ["--output", "s3://out/shards"] + s3.flags) == 0
     assert s3.objects("s3://out/shards") == _files(tmp_path / "shards")
@@ -799,25 +807,6 @@ def test_a_bare_bucket_is_refused_as_an_output(s3, capsys):
     assert err.count("\n") == 0 and "s3://out: an output must be a folder inside the bucket" in err
 
 
-SHARD_ARGS = [
-    "--split",
-    "test",
-    "--episodes",
-    "6",
-    "--num-shards",
-    "2",
-    "--mode",
-    "fixed",
-    "--ways",
-    "3",
-    "--shots",
-    "1",
-    "--query",
-    "1",
-    "--no-use-bilevel-hierarchy",
-]
-
-
 def test_episode_shards_read_an_s3_dataset_where_it_lies(s3, omniglot, tmp_path, capsys):
     """`--dataset s3://...`: the workers read the records by ranged reads (odd classes without
     their .index object: rebuilt from their records), and the shards are the local bytes."""
@@ -842,6 +831,14 @@ def test_episode_shards_read_an_s3_dataset_where_it_lies(s3, omniglot, tmp_path,
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "s3://raw/unfinished/omniglot: incomplete dataset" in err
     assert not (tmp_path / "c").exists()
+    # a finished dataset missing record objects of the split is refused in one line, naming one
+    for name in s3.objects("s3://raw/converted/omniglot"):
+        if name.endswith(".tfrecords"):
+            s3.client.delete_object(Bucket="raw", Key=f"converted/omniglot/{name}")
+    assert shards_cli.main([*remote, "--output", str(tmp_path / "d"), *s3.flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "record objects are missing, e.g. s3://raw/converted/" in err
+    assert not (tmp_path / "d").exists()
 
 
 def test_embeddings_read_an_s3_dataset_where_it_lies(s3, tmp_path, capsys):

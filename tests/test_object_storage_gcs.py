@@ -9,7 +9,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,13 @@ from tests.conftest import make_local_runner
 from tests.raw_fixtures.ilsvrc import write_ilsvrc_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.raw_fixtures.quickdraw import write_quickdraw_fixture
-from tests.test_object_storage import _free_port, _run_cli, _same_dataset, _some_classes
+from tests.test_object_storage import (
+    _free_port,
+    _run_cli,
+    _same_dataset,
+    _some_classes,
+    _wait_until_listening,
+)
 
 storage = pytest.importorskip("google.cloud.storage")
 
@@ -65,9 +70,7 @@ def gcs(tmp_path_factory):
     Beam's GCS client (in this process and in worker processes) at it."""
     from google.auth.credentials import AnonymousCredentials
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     log = tmp_path_factory.mktemp("gcs") / "server.log"
     with open(log, "wb") as out:
         server = subprocess.Popen(
@@ -80,17 +83,7 @@ def gcs(tmp_path_factory):
     saved = os.environ.get("STORAGE_EMULATOR_HOST")
     os.environ["STORAGE_EMULATOR_HOST"] = endpoint
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"GCS emulator exited: {log.read_text()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"GCS emulator did not listen on port {port} in 60 s")
-                time.sleep(0.2)
+        _wait_until_listening(server, port, log, "GCS emulator")
         client = storage.Client(project="fewshot-test", credentials=AnonymousCredentials())
         for bucket in ("raw", "out"):
             client.create_bucket(bucket)

@@ -38,17 +38,21 @@ def _assert_same_folders(direct: Path, portable: Path) -> None:
     assert not different, f"files differ between DirectRunner and PortableRunner: {different}"
 
 
-@pytest.mark.parametrize("source", ["omniglot", "emnist"])
-def test_conversion_is_byte_identical_on_the_portable_runner(source, tmp_path, capsys):
-    raw = tmp_path / "raw"
+def write_runner_check_input(source: str, raw: Path) -> list[str]:
+    """Write the raw fixture of `source` ("omniglot" or "emnist") into `raw`; the convert flags
+    that read it. EMNIST byclass: row-range units, a truncated file (rejected rows), no class
+    split."""
     raw.mkdir()
-    extra = []
     if source == "omniglot":
         write_omniglot_fixture(raw)
-    else:  # byclass: row-range units, a truncated file (rejected rows), no class split
-        write_emnist_fixture(raw)
-        extra = ["--emnist-rows-per-unit", "40"]
-    common = ["--source", source, "--input", str(raw), *extra]
+        return ["--source", source, "--input", str(raw)]
+    write_emnist_fixture(raw)
+    return ["--source", source, "--input", str(raw), "--emnist-rows-per-unit", "40"]
+
+
+@pytest.mark.parametrize("source", ["omniglot", "emnist"])
+def test_conversion_is_byte_identical_on_the_portable_runner(source, tmp_path, capsys):
+    common = write_runner_check_input(source, tmp_path / "raw")
     assert convert_cli.main([*common, "--output", str(tmp_path / "direct")]) == 0
     assert convert_cli.main([*common, "--output", str(tmp_path / "portable"), *PORTABLE]) == 0
     assert "PortableRunner" in capsys.readouterr().out

@@ -3,7 +3,7 @@
 
 Three kinds of declaration, each naming the file as it must lie in the raw folder:
 - `TfdsRegistered`: the URL, size and SHA-256 are those the installed tensorflow-datasets
-  registers for one of its datasets (read at run time, beam_pipelines.tfds_checksums);
+  registers for one of its datasets (read at run time, beam_pipelines.download_registry);
 - `Published`: a file TFDS does not register, with the URL and the digests its publisher (or
   widely used public code) gives, and `origin` saying where each figure came from; a file with
   no known digest is downloaded only with `--allow-unverified`;

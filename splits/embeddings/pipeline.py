@@ -34,20 +34,20 @@ import apache_beam as beam
 import numpy as np
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
-from beam_pipelines.output_lock import acquire_output_lock, remove_leftovers
+from beam_pipelines.output_lock import acquire_output_lock
 from beam_pipelines.runner_options import RunnerChoice
-from beam_pipelines.writer import of_kind
+from beam_pipelines.writer import GatherUnderOneKey, of_kind, values_by_kind
 from episodes.fetch import require_local_dataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.util.atomic_files import staging_folder
+from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.progress_lines import ProgressLines
 from splits.embeddings.embeddings_file import EmbeddingsFile
 
 SKIPPED = "skipped"
 PARTIAL_SUM = "partial"
 CLASS_SUM = "class"
-SUMS_TRIGGER = "trigger"
 SUMS_FILE = "class_sums.npz"
 SKIPPED_FILE = "skipped.json"
 
@@ -304,12 +304,9 @@ class WriteClassSums(beam.PTransform):
         self.work_dir = work_dir
 
     def expand(self, results: beam.PCollection) -> beam.PCollection:
-        trigger = results.pipeline | "SumsTrigger" >> beam.Create([(SUMS_TRIGGER, None)])
         return (
-            (trigger, results)
-            | "GatherSums" >> beam.Flatten()
-            | "UnderOneKey" >> beam.Map(lambda element: (0, element))
-            | "GroupForSums" >> beam.GroupByKey()
+            (results,)
+            | "GroupForSums" >> GatherUnderOneKey()
             | "WriteSums" >> beam.Map(write_gathered_class_sums, self.work_dir)
         )
 
@@ -318,12 +315,7 @@ def write_gathered_class_sums(
     gathered: tuple[Any, Iterable[tuple[str, Any]]], work_dir: str
 ) -> int:
     """`write_class_sums` from the one group of (kind, value) elements."""
-    sums, skipped = [], []
-    for kind, value in gathered[1]:
-        if kind == CLASS_SUM:
-            sums.append(value)
-        elif kind == SKIPPED:
-            skipped.append(value)
+    sums, skipped = values_by_kind(gathered[1], CLASS_SUM, SKIPPED)
     return write_class_sums(sums, skipped, work_dir)
 
 
@@ -467,8 +459,7 @@ def embed_dataset(
             work_dir = storage_paths.staging_prefix(str(output))
         else:
             lock = held.enter_context(acquire_output_lock(output))  # one job per output
-            for path in remove_leftovers(lock):
-                print(f"removed {path}: left by an embed job that did not finish", file=sys.stderr)
+            clear_leftovers(lock, lock.output, "embed job")
             work_dir = str(staging_folder(output))  # .NAME.tmp-PID-HEX8, as remove_leftovers finds
         return _embed_locked(
             spec, info, chunks, embed_fn, output, runner, work_dir, exit_on_ctrl_c, held
