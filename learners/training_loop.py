@@ -36,7 +36,7 @@ import torch
 from tqdm import tqdm
 
 from episodes.util.atomic_files import atomic_path
-from episodes.util.cli_errors import unwritable_cause
+from episodes.util.cli_errors import interrupt_behind, unwritable_cause
 from learners.distributed import SINGLE_PROCESS, RankInfo, barrier, broadcast_file
 from learners.learner import Learner
 from learners.metrics import AccuracySummary
@@ -109,6 +109,8 @@ def _atomic_save(payload: dict[str, Any], path: Path) -> None:
         with atomic_path(path) as tmp, tmp.open("wb") as handle:
             torch.save(payload, handle)
     except RuntimeError as exc:  # torch wraps the OSError when it fails closing the archive
+        if interrupt_behind(exc) is not None:  # and a Ctrl-C or SIGTERM that came mid-write
+            raise KeyboardInterrupt from None
         cause = unwritable_cause(exc)
         if cause is None:
             raise

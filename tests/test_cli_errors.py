@@ -4,7 +4,14 @@ import errno
 
 import pytest
 
-from episodes.util.cli_errors import EXIT_INTERRUPTED, EXIT_USAGE, UserError, run_main, user_faults
+from episodes.util.cli_errors import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    UserError,
+    interrupt_behind,
+    run_main,
+    user_faults,
+)
 
 
 def _raising(exc):
@@ -46,6 +53,22 @@ def test_ctrl_c_prints_the_given_line(capsys):
     code = run_main(_raising(KeyboardInterrupt()), interrupted=lambda: "resume: rerun it")
     assert code == EXIT_INTERRUPTED
     assert capsys.readouterr().err.strip() == "resume: rerun it"
+
+
+def test_an_interrupt_a_library_wrapped_is_still_an_interrupt(capsys):
+    """torch.save stopped mid-write by Ctrl-C or SIGTERM raises RuntimeError("unexpected pos")
+    while handling the KeyboardInterrupt: the command still ends in its interrupted line."""
+
+    def main(argv):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 8")  # noqa: B904 (as torch does)
+
+    code = run_main(main, interrupted="interrupted: resume with the same command")
+    assert code == EXIT_INTERRUPTED
+    assert capsys.readouterr().err.strip() == "interrupted: resume with the same command"
+    assert interrupt_behind(RuntimeError("unexpected pos")) is None
 
 
 def test_extra_errors_and_bugs():

@@ -195,7 +195,7 @@ def test_sigterm_and_kill_9_of_train_with_decode_processes_leave_nothing(
         proc.send_signal(stop)
         _, stderr = proc.communicate(timeout=60)
         if stop == signal.SIGTERM:
-            assert proc.returncode == EXIT_TERMINATED
+            assert proc.returncode == EXIT_TERMINATED, stderr
             lines = [line for line in stderr.splitlines() if line.startswith("interrupted")]
             assert len(lines) == 1 and "Traceback" not in stderr, stderr
             assert lines[0].startswith(f"interrupted ({run}: last checkpoint step ")

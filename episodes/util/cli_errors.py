@@ -12,7 +12,7 @@ import errno
 import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from episodes.util.termination import interrupt_on_termination, interrupt_status
@@ -45,15 +45,30 @@ def os_error_line(exc: OSError) -> str:
     return f"{line} ({hint})" if hint else line
 
 
-def unwritable_cause(exc: BaseException) -> OSError | None:
-    """The OSError with an unwritable-output errno behind `exc` (itself, a cause or context)."""
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what it was raised from or while handling, and so on (each once)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def unwritable_cause(exc: BaseException) -> OSError | None:
+    """The OSError with an unwritable-output errno behind `exc` (itself, a cause or context)."""
+    for current in _chain(exc):
         if isinstance(current, OSError) and current.errno in UNWRITABLE:
             return current
-        current = current.__cause__ or current.__context__
+    return None
+
+
+def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM a library turned into another error, if `exc` is one: torch.save
+    interrupted mid-write, say, raises RuntimeError("unexpected pos ...") while handling it."""
+    for current in _chain(exc):
+        if isinstance(current, KeyboardInterrupt):
+            return current
     return None
 
 
@@ -85,6 +100,16 @@ def user_faults(*errors: type[BaseException]) -> Callable[[MainFunction], MainFu
     return decorate
 
 
+def _interrupts_unwrapped(main: Callable[[Sequence[str] | None], int], argv) -> int:
+    """`main(argv)`, with a Ctrl-C or SIGTERM that a library wrapped raised as itself again."""
+    try:
+        return main(argv)
+    except Exception as exc:
+        if interrupt_behind(exc) is None:
+            raise
+        raise KeyboardInterrupt from None
+
+
 def run_main(
     main: Callable[[Sequence[str] | None], int],
     argv: Sequence[str] | None = None,
@@ -100,7 +125,7 @@ def run_main(
     """
     interrupt_on_termination()  # SIGTERM (timeout, docker stop, Slurm) ends it as Ctrl-C does
     try:
-        return main(argv)
+        return _interrupts_unwrapped(main, argv)
     except KeyboardInterrupt:
         line = interrupted() if callable(interrupted) else interrupted
         print(f"\n{line}", file=sys.stderr)
