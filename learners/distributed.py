@@ -16,7 +16,6 @@ flattened gradients once after the meta-batch's backward passes: the arithmetic 
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -252,17 +251,6 @@ def broadcast_object(value: Any, ranks: RankInfo) -> Any:
     box = [value if ranks.is_writer else None]
     _collective(dist.broadcast_object_list, box, src=0)
     return box[0]
-
-
-def broadcast_file(path: Any, ranks: RankInfo) -> io.BytesIO | None:
-    """Rank 0's file (None when rank 0 has none) on every rank: ranks of other machines need
-    not see rank 0's disk. One process gets the file's bytes too."""
-    data = None
-    if ranks.is_writer and path is not None and os.path.isfile(path):
-        with open(path, "rb") as handle:
-            data = handle.read()
-    data = broadcast_object(data, ranks)
-    return None if data is None else io.BytesIO(data)
 
 
 def broadcast_module(module: torch.nn.Module, ranks: RankInfo) -> None:

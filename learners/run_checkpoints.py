@@ -9,7 +9,9 @@ the file and the newest intact snapshot; never torch's advice to load it with
 
 from __future__ import annotations
 
+import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ def _snapshots(folder: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def _load(path: Path, map_location: Any) -> tuple[dict[str, Any] | None, str]:
+def _load(path: Path | io.BytesIO, map_location: Any) -> tuple[dict[str, Any] | None, str]:
     """(payload, "") or (None, why it cannot be read); weights only, never code."""
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
@@ -55,11 +57,18 @@ def read_payload(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str
 
 def intact_step(path: Path) -> int | None:
     """The step of a readable checkpoint; None when it is missing or damaged."""
+    return _intact(path)[0]
+
+
+def _intact(path: Path) -> tuple[int | None, bytes]:
+    """(step, the file's bytes) of a readable checkpoint, read once; (None, b"") when it is
+    missing or damaged."""
     try:
-        payload, _ = _load(path, "cpu")
-        return None if payload is None else int(payload["step"])
+        data = path.read_bytes()
+        payload, _ = _load(io.BytesIO(data), "cpu")
+        return (None, b"") if payload is None else (int(payload["step"]), data)
     except (OSError, TypeError, ValueError):
-        return None
+        return None, b""
 
 
 def newest_intact_snapshot(folder: Path, below: int | None = None) -> tuple[int, Path] | None:
@@ -82,14 +91,26 @@ def damaged_line(path: Path, why: str) -> str:
     return f"{path}: damaged checkpoint, cannot be read ({why}); {advice}"
 
 
-def resume_point(folder: Path, last: Path) -> tuple[Path | None, str | None]:
-    """The checkpoint a run continues from (None: start at step 0) and a note line when it
-    is not `last`. Raises CheckpointDamagedError when checkpoints exist but none is intact."""
-    last_step = intact_step(last) if last.is_file() else None
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a run continues from: its file (None: start at step 0), the bytes that
+    were checked (loaded as they are, so the file is read once and what was checked is what
+    is loaded), and a note line when it is not `last.pt`."""
+
+    path: Path | None = None
+    data: bytes | None = None
+    note: str | None = None
+
+
+def resume_point(folder: Path, last: Path) -> ResumePoint:
+    """The newest intact checkpoint of a run (`last`, or a newer intact step snapshot in
+    `folder`). Raises CheckpointDamagedError when checkpoints exist but none is intact."""
+    last_step, last_data = _intact(last) if last.is_file() else (None, b"")
     snapshots = _snapshots(folder)
     newer = [(s, p) for s, p in reversed(snapshots) if last_step is None or s > last_step]
     for step, path in newer:
-        if intact_step(path) == step:
+        found, data = _intact(path)
+        if found == step:
             why = (
                 "missing"
                 if not last.is_file()
@@ -97,13 +118,15 @@ def resume_point(folder: Path, last: Path) -> tuple[Path | None, str | None]:
                 if last_step is None
                 else f"at step {last_step}"
             )
-            return path, f"note: {last} is {why}; resuming from {path} (step {step})"
+            return ResumePoint(
+                path, data, f"note: {last} is {why}; resuming from {path} (step {step})"
+            )
     if last_step is not None:
-        return last, None
+        return ResumePoint(last, last_data)
     if last.is_file() or snapshots:
         damaged = last if last.is_file() else snapshots[-1][1]
         raise CheckpointDamagedError(
             f"{damaged}: damaged checkpoint, cannot be read, and no intact snapshot in {folder}: "
             "train again with a new --output"
         )
-    return None, None
+    return ResumePoint()

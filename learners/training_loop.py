@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from episodes.util.atomic_files import atomic_path
 from episodes.util.cli_errors import interrupt_behind, unwritable_cause
-from learners.distributed import SINGLE_PROCESS, RankInfo, barrier, broadcast_file
+from learners.distributed import SINGLE_PROCESS, RankInfo, barrier, broadcast_object
 from learners.learner import Learner
 from learners.metrics import AccuracySummary
 from learners.run_checkpoints import read_payload, resume_point
@@ -158,7 +158,7 @@ def load_checkpoint(
 ) -> int:
     """Load a checkpoint (a file, or its bytes as rank 0 sent them) into `learner`; returns its
     step."""
-    if isinstance(path, io.BytesIO):  # rank 0 checked the file it read (resume_point)
+    if isinstance(path, io.BytesIO):  # bytes rank 0 checked (resume_point)
         payload = torch.load(path, map_location=learner.device, weights_only=True)
     else:
         path = Path(path)
@@ -278,15 +278,16 @@ def run_training(
     start = 0
     best = float("-inf")
     last = run_dir / CHECKPOINTS / LAST
-    resume: Path | io.BytesIO | None = None
+    checkpoint: bytes | None = None
     if writer:
-        resume, note = resume_point(run_dir / CHECKPOINTS, last)  # the newest intact checkpoint
-        if note:
-            print(note, file=sys.stderr)
+        point = resume_point(run_dir / CHECKPOINTS, last)  # the newest intact checkpoint
+        if point.note:
+            print(point.note, file=sys.stderr)
+        checkpoint = point.data  # read once, and loaded as checked
     if ranks.sharded:
-        resume = broadcast_file(resume, ranks)  # rank 0's checkpoint on every rank
-    if resume is not None:
-        start = load_checkpoint(learner, resume)
+        checkpoint = broadcast_object(checkpoint, ranks)  # rank 0's checkpoint on every rank
+    if checkpoint is not None:
+        start = load_checkpoint(learner, io.BytesIO(checkpoint))
     if writer:
         previous = _truncate_logs(run_dir, start)  # rows after it (or with none) are dropped
         best = max((float(r["accuracy"]) for r in previous), default=float("-inf"))

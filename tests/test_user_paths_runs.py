@@ -6,6 +6,7 @@ option checked and a non-finite loss stopping the run with its step and last goo
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ import torch
 
 from learners import evaluate
 from learners import train as train_cli
+from learners.run_checkpoints import ResumePoint, resume_point
 from learners.training_loop import NonFiniteLossError, check_loss
 from tests.cli_processes import REPO, TINY, start_python_m
 
@@ -125,6 +127,23 @@ def test_damaged_checkpoints_end_in_one_line_naming_the_intact_snapshot(
     assert train_cli.main(train_args(run, 8)) == 2
     line = one_error_line(capsys.readouterr().err)
     assert "damaged checkpoint" in line and "no intact snapshot" in line and "new --output" in line
+
+
+def test_resume_reads_the_checkpoint_once_and_loads_the_bytes_it_checked(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert train_cli.main(train_args(run, 4)) == 0
+    folder, last = checkpoints(run), checkpoints(run) / "last.pt"
+    point = resume_point(folder, last)
+    assert point.path == last and point.note is None and point.data == last.read_bytes()
+    last.unlink()  # a hard link to step 4's snapshot: replaced, not written through
+    last.write_bytes(b"replaced after the check")  # what was checked is what is loaded
+    assert torch.load(io.BytesIO(point.data), weights_only=True)["step"] == 4
+    last.unlink()
+    point = resume_point(folder, last)
+    snapshot4 = folder / "step_00000004.pt"
+    assert point.path == snapshot4 and point.data == snapshot4.read_bytes()
+    assert point.note == f"note: {last} is missing; resuming from {snapshot4} (step 4)"
+    assert resume_point(tmp_path / "none", tmp_path / "none" / "last.pt") == ResumePoint()
 
 
 def test_a_changed_option_names_its_values(tmp_path: Path, capsys) -> None:
