@@ -114,16 +114,17 @@ class GradientSum:
                 self.reached[index] = 1.0
                 param.grad = None
 
-    def set_mean_gradients(self, loss_sum: float, count: int, ranks: RankInfo) -> float:
+    def set_mean_gradients(self, loss_sum: torch.Tensor, count: int, ranks: RankInfo) -> float:
         """Every parameter's `.grad` := the mean over the ranks' `count` items (None where no
-        rank reached it); returns the summed loss of all ranks."""
+        rank reached it); returns the summed loss of all ranks (`loss_sum`: this rank's, a
+        float64 scalar on the device, read once here rather than once per item)."""
         if not ranks.sharded:  # nothing to exchange
             for param, total, reached in zip(self.params, self.sums, self.reached.tolist()):
                 param.grad = (total / count).to(param.dtype) if reached > 0 else None
-            return loss_sum
+            return float(loss_sum)
         device = self.params[0].device
-        extra = torch.cat([self.reached, torch.tensor([loss_sum], dtype=torch.float64)])
-        flat = torch.cat([*(t.reshape(-1) for t in self.sums), extra.to(device)])
+        extra = torch.cat([self.reached.to(device), loss_sum.to(device).reshape(1)])
+        flat = torch.cat([*(t.reshape(-1) for t in self.sums), extra])
         all_reduce_sum(flat, ranks)
         offset = 0
         flags = flat[len(flat) - len(self.params) - 1 : -1].tolist()
@@ -159,21 +160,23 @@ def meta_batch_step(
     before = running_stats(learner) if ranks.sharded else []
     optimizer.zero_grad(set_to_none=True)
     gradients.start()
-    loss_sum = 0.0
+    loss_sum: torch.Tensor | None = None  # on the device: no GPU sync per item
     for item, index in zip(items, plan.step_indices(step)):
         torch.manual_seed(item_seed(seed, index))
         loss = learner.item_loss(item)
-        loss_sum += float(loss.detach())
+        value = loss.detach().to(torch.float64)
+        loss_sum = value if loss_sum is None else loss_sum + value
         (scaler.scale(loss) if scaler is not None else loss).backward()
         gradients.add_gradients()
-    loss_sum = gradients.set_mean_gradients(loss_sum, plan.global_meta_batch, ranks)
+    assert loss_sum is not None  # items is not empty (checked above: M >= 1)
+    total = gradients.set_mean_gradients(loss_sum, plan.global_meta_batch, ranks)
     combine_running_stats(learner, before, plan, ranks)
     if scaler is not None:
         scaler.step(optimizer)
         scaler.update()
     else:
         optimizer.step()
-    return loss_sum / plan.global_meta_batch
+    return total / plan.global_meta_batch
 
 
 def meta_batch_stepper(
