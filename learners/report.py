@@ -1,7 +1,9 @@
 """`python -m learners.report`: tables and plots from `learners.evaluate` outputs.
 
 Subcommands (EVAL is an evaluation folder holding summary.json, episodes.csv, classes.csv):
-  ranks EVAL...                 Meta-Dataset table: accuracy +- CI (rank) per source, Avg. rank
+  ranks EVAL... [--per-run]     Meta-Dataset table: accuracy +- CI (rank) per source, Avg. rank;
+                                one column per configuration: runs that differ only in --seed
+                                become one column "LABEL (N seeds)" (--per-run: one per EVAL)
   hardness EVAL... --output P   accuracy vs hardness scatter with a regression line per method
   ways-shots EVAL... --output D accuracy by ways and class precision by shots (two PNGs)
   base-novel EVAL... --output P accuracy on tau_BN(lambda) against lambda (FIX-ML sec. 4.2)
@@ -12,6 +14,13 @@ Subcommands (EVAL is an evaluation folder holding summary.json, episodes.csv, cl
                                 the spread across seeds next to the mean episode CI
   kendall --run RUN [--snapshots CSV] [--last K]
                                 Kendall tau of validation vs test rankings of snapshots
+
+A `ranks` column of N >= 2 seeds shows, per source, the mean of the seeds' mean accuracies and
+the 95% CI of that mean across seeds (`SeedSummary.seed_ci95`, 1.96 * sample std / sqrt(N)): the
+spread a table over training seeds reports (FIX-ML's Table 5 gives the seeds' std), as a CI
+half-width because the ranks' tie test (Meta-Dataset A.5) compares 95% CIs of means. The mean
+episode CI (`episode_ci95`) would leave out how much training itself varies. A column of one
+evaluation keeps its episode CI, as before.
 """
 
 from __future__ import annotations
@@ -82,9 +91,14 @@ def load_evaluation(folder: str | Path) -> Evaluation:
 def column_labels(evaluations: Sequence[Evaluation]) -> list[str]:
     """One distinct name per evaluation given: its label, and where two share a label, its
     folder (then its position), so that no evaluation hides another in a table or a plot."""
-    labels = [e.label for e in evaluations]
-    counts = Counter(labels)
-    labels = [f"{x} [{e.path}]" if counts[x] > 1 else x for x, e in zip(labels, evaluations)]
+    return _distinct_names([e.label for e in evaluations], [str(e.path) for e in evaluations])
+
+
+def _distinct_names(names: Sequence[str], places: Sequence[str]) -> list[str]:
+    """`names`, each one shared by several followed by its place (a folder), then its
+    position where that still repeats."""
+    counts = Counter(names)
+    labels = [f"{x} [{p}]" if counts[x] > 1 else x for x, p in zip(names, places)]
     counts = Counter(labels)
     return [f"{x} #{i + 1}" if counts[x] > 1 else x for i, x in enumerate(labels)]
 
@@ -92,13 +106,65 @@ def column_labels(evaluations: Sequence[Evaluation]) -> list[str]:
 # --- average rank table ------------------------------------------------------------------
 
 
-def rank_table(evaluations: Sequence[Evaluation]) -> dict[str, dict[str, tuple[float, float]]]:
-    """{source: {column label: (mean, ci95)}} from per-source summaries."""
+def rank_table(
+    evaluations: Sequence[Evaluation], per_run: bool = False
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """{source: {column label: (mean, ci95)}} from per-source summaries: one column per
+    configuration (`seed_groups`), or with `per_run` one per evaluation. A configuration run
+    with several seeds shows, per source, the mean of the seeds' mean accuracies and the 95% CI
+    of that mean across seeds (`SeedSummary.seed_ci95`); a single evaluation its own numbers."""
+    if per_run:
+        groups = [[evaluation] for evaluation in evaluations]
+    else:
+        groups = seed_groups(evaluations)
+    labels = _distinct_names(
+        [_group_name(members) for members in groups],
+        [", ".join(str(e.path) for e in members) for members in groups],
+    )
+    cells = [_seed_columns(members, label) for members, label in zip(groups, labels)]
     table: dict[str, dict[str, tuple[float, float]]] = {}
-    for evaluation, label in zip(evaluations, column_labels(evaluations)):
-        for source, values in evaluation.summary["per_source"].items():
-            table.setdefault(source, {})[label] = (values["mean"], values["ci95"])
+    for label, column in zip(labels, cells):
+        for source, values in column.items():
+            table.setdefault(source, {})[label] = values
     return table
+
+
+def _group_name(members: Sequence[Evaluation]) -> str:
+    """A configuration's column name: its label ('A / B' where its seeds' labels differ),
+    followed by its number of seeds when it has several."""
+    name = _labels_of(members)
+    return name if len(members) == 1 else f"{name} ({len(members)} seeds)"
+
+
+def _seed_columns(members: Sequence[Evaluation], label: str) -> dict[str, tuple[float, float]]:
+    """{source: (mean, ci95)} of one configuration (fractions, as summary.json has them); a
+    ValueError when its seeds repeat a run, are unknown, or were tested on other sources."""
+    if len(members) == 1:
+        return {s: (v["mean"], v["ci95"]) for s, v in members[0].summary["per_source"].items()}
+    seed_summary(members)  # refuses a run passed twice before anything is averaged
+    unknown = [str(e.path) for e in members if training_seed(e) is None]
+    if unknown:
+        raise ValueError(
+            f"{label}: the training seed of {', '.join(unknown)} is unknown (its run folder's "
+            "config.json is gone), so the same run twice cannot be told from two seeds: "
+            "pass --per-run"
+        )
+    sources = list(dict.fromkeys(s for e in members for s in e.summary["per_source"]))
+    gaps = [
+        f"{e.path} lacks {', '.join(s for s in sources if s not in e.summary['per_source'])}"
+        for e in members
+        if set(e.summary["per_source"]) != set(sources)
+    ]
+    if gaps:
+        raise ValueError(
+            f"{label}: its seeds were evaluated on different test sources ({'; '.join(gaps)}): "
+            "evaluate every seed on the same sources, or pass --per-run"
+        )
+    columns = {}
+    for source in sources:
+        summary = seed_summary(members, source)
+        columns[source] = (summary.mean / 100, summary.seed_ci95 / 100)
+    return columns
 
 
 def format_rank_table(table: Mapping[str, Mapping[str, tuple[float, float]]]) -> str:
@@ -305,30 +371,40 @@ class SeedSummary:
         )
 
 
-def seed_summary(evaluations: Sequence[Evaluation]) -> SeedSummary:
-    """Evaluations of runs differing only in --seed, summarised over seeds; ValueError when two
-    share a seed (the same run twice would count double)."""
+def seed_summary(evaluations: Sequence[Evaluation], source: str | None = None) -> SeedSummary:
+    """Evaluations of runs differing only in --seed, summarised over seeds (their accuracy on
+    all test episodes, or on those of one test `source`); ValueError when two share a seed (the
+    same run twice would count double)."""
     seeds = [training_seed(e) for e in evaluations]
     known = [s for s in seeds if s is not None]
     if len(set(known)) != len(known):
         paths = ", ".join(str(e.path) for e in evaluations)
         raise ValueError(f"evaluations {paths} repeat a training seed {known}: pass each run once")
-    return SeedSummary(
-        seeds,
-        [100 * e.summary["accuracy"]["mean"] for e in evaluations],
-        [100 * e.summary["accuracy"]["ci95"] for e in evaluations],
-    )
+    values = [
+        e.summary["accuracy"] if source is None else e.summary["per_source"][source]
+        for e in evaluations
+    ]
+    return SeedSummary(seeds, [100 * v["mean"] for v in values], [100 * v["ci95"] for v in values])
+
+
+def seed_groups(evaluations: Sequence[Evaluation]) -> list[list[Evaluation]]:
+    """The evaluations by configuration (`seed_group_key`), in order of first appearance."""
+    groups: dict[str, list[Evaluation]] = {}
+    for evaluation in evaluations:
+        groups.setdefault(seed_group_key(evaluation), []).append(evaluation)
+    return list(groups.values())
+
+
+def _labels_of(members: Sequence[Evaluation]) -> str:
+    """A configuration's name: its evaluations' labels, sorted, each once."""
+    return " / ".join(sorted({e.label for e in members}))
 
 
 def seeds_report(evaluations: Sequence[Evaluation]) -> str:
     """One line per configuration: the mean over its training seeds and both spreads."""
-    groups: dict[str, list[Evaluation]] = {}
-    for evaluation in evaluations:
-        groups.setdefault(seed_group_key(evaluation), []).append(evaluation)
     lines = []
-    for members in groups.values():
-        labels = sorted({e.label for e in members})
-        lines.append(f"{' / '.join(labels)}: {seed_summary(members).text()}")
+    for members in seed_groups(evaluations):
+        lines.append(f"{_labels_of(members)}: {seed_summary(members).text()}")
     return "\n".join(lines)
 
 
@@ -437,6 +513,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="one curve per --label or per method (auto: per method when each evaluation has "
         "its own label)",
     )
+    sub.choices["ranks"].add_argument(
+        "--per-run",
+        action="store_true",
+        help="one column per evaluation (default: one per configuration, the runs that differ "
+        "only in --seed averaged: mean of the seeds' means +- 95%% CI across seeds)",
+    )
     kendall = sub.add_parser("kendall")
     kendall.add_argument("--run", required=True)
     kendall.add_argument(
@@ -458,7 +540,7 @@ def run(args: argparse.Namespace) -> str:
         return f"Kendall tau between validation and test rankings of {count} snapshots: {tau:.3f}"
     evaluations = [load_evaluation(folder) for folder in args.evals]
     if args.command == "ranks":
-        return format_rank_table(rank_table(evaluations))
+        return format_rank_table(rank_table(evaluations, args.per_run))
     if args.command == "hardness":
         lines = plot_hardness(evaluations, Path(args.output))
         text = "\n".join(
