@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import functools
 import io
+import os
 import shlex
 import sys
 from collections.abc import Iterator, Sequence
@@ -31,6 +32,13 @@ import torch
 from episodes.sampler_factory import split_file_notes
 from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
+from learners.backbone_init import RECORD_KEY as INIT_FROM_KEY
+from learners.backbone_init import (
+    BackboneInit,
+    apply_backbone_init,
+    read_backbone_init,
+    write_record,
+)
 from learners.config_fields import cli_fields
 from learners.config_flags import add_config_flags, given_values
 from learners.device import choose_loading, make_deterministic, resolve_device
@@ -214,6 +222,14 @@ def build_parser() -> argparse.ArgumentParser:
         "ilsvrc_2012, as Meta-Dataset) or a converted dataset folder; default (or 'all'): "
         "every --dataset's valid split",
     )
+    parser.add_argument(
+        "--init-from",
+        default=None,
+        metavar="CHECKPOINT",
+        help="start the backbone from another run's (a run folder: its last.pt, or a .pt "
+        "file), as Meta-Dataset starts learners from the k-NN baseline's ImageNet weights; "
+        "same --backbone and --width; read once, when the run starts",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_episode_arguments(parser)
     add_throughput_arguments(parser)
@@ -316,6 +332,8 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     )
     if validation_dataset is not None:  # recorded only when not every --dataset's
         config.extra[VALIDATION_DATASET_KEY] = validation_dataset
+    if args.init_from is not None:  # recorded only when given (older runs compare unchanged)
+        config.extra[INIT_FROM_KEY] = os.path.abspath(args.init_from)
     return config
 
 
@@ -399,11 +417,15 @@ def train(
     try:
         make_deterministic(config.seed)
         learner = build_learner(config.learner).to(device)  # every option checked before writing
+        started: list[BackboneInit] = []
+        on_rank_zero(functools.partial(_start_backbone, config, out, learner, started), ranks)
         learner.set_precision(config.amp, config.channels_last)
         broadcast_module(learner, ranks)  # rank 0's initial weights everywhere, as DDP does
         # One learners.train per --output (rank 0 holds the lock for its ranks).
         with lock_run_folder(out) if ranks.is_writer else contextlib.nullcontext():
             on_rank_zero(functools.partial(write_or_check_run_config, out, config), ranks)
+            for init in started:
+                write_record(out, init)
             loop = LoopConfig(
                 config.total_steps,
                 config.checkpoint_every,
@@ -421,6 +443,18 @@ def train(
         close_source(source)
         if validate is not None:
             close_source(valid)
+
+
+def _start_backbone(config: RunConfig, out: str, learner: Any, started: list[BackboneInit]) -> None:
+    """--init-from on a run that starts from step 0: the backbone takes the other run's
+    weights (checked first: one line on a mismatch, nothing written). A resumed run continues
+    from its own checkpoint and never reads the file again."""
+    path = config.extra.get(INIT_FROM_KEY)
+    if path is None or any((Path(out) / CHECKPOINTS).glob("*.pt")):
+        return
+    init = read_backbone_init(path, learner)
+    apply_backbone_init(learner, init)
+    started.append(init)
 
 
 def _validated_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, RunConfig]:
