@@ -187,7 +187,7 @@ def test_train_with_loader_workers_then_evaluate_under_sigterm_and_kill_9(work, 
         _, stderr = proc.communicate(timeout=STOPS_WITHIN_S)
         _wait_gone(workers)
         if stop == signal.SIGTERM:
-            assert proc.returncode == EXIT_TERMINATED
+            assert proc.returncode == EXIT_TERMINATED, stderr
             said = _said("", stderr)
             assert len(said) == 1 and said[0].startswith(f"interrupted ({run}: last checkpoint")
             assert not (run / ".lock").exists()
@@ -201,7 +201,7 @@ def test_train_with_loader_workers_then_evaluate_under_sigterm_and_kill_9(work, 
         _wait_for(lambda: "evaluate:" in log.read_text(), "episodes evaluated", proc)
         os.kill(proc.pid, signal.SIGTERM)
         stdout, _ = proc.communicate(timeout=STOPS_WITHIN_S)
-    assert proc.returncode == EXIT_TERMINATED
+    assert proc.returncode == EXIT_TERMINATED, log.read_text()
     assert _said(stdout, log.read_text()) == ["interrupted"]
     assert not (run / "eval").exists()
     out = run / "eval" / "sigterm"

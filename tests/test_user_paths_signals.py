@@ -59,7 +59,7 @@ def test_sigterm_stops_a_conversion_like_ctrl_c(slow_raw, tmp_path):  # noqa: F8
     os.kill(proc.pid, signal.SIGTERM)  # as `timeout` sends it: the command's process only
     stdout, stderr = proc.communicate(timeout=STOPS_WITHIN_S * 3)
     assert time.monotonic() - sent < STOPS_WITHIN_S
-    assert proc.returncode == EXIT_TERMINATED
+    assert proc.returncode == EXIT_TERMINATED, stderr
     said = _said(stdout, stderr)
     assert len(said) == 1 and said[0].startswith("interrupted: conversion stopped"), said
     assert "Traceback" not in stderr
@@ -95,7 +95,7 @@ def test_sigterm_and_kill_9_in_the_shards_job_leave_nothing_after_the_next_run(
         stdout, stderr = proc.communicate(timeout=STOPS_WITHIN_S * 3)
         _wait_group_gone(proc.pid)
         if stop == signal.SIGTERM:
-            assert proc.returncode == EXIT_TERMINATED
+            assert proc.returncode == EXIT_TERMINATED, stderr
             assert _said(stdout, stderr) == [
                 f"interrupted: shards job stopped and its staging folder removed; {out} was not "
                 "written"
@@ -143,7 +143,7 @@ def test_sigterm_to_the_reader_leaves_no_shared_memory_and_kill_9_leftovers_go(
         assert proc.stdout.readline()
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == EXIT_TERMINATED
+    assert proc.returncode == EXIT_TERMINATED, stderr
     assert stderr.strip() == "interrupted" and "Traceback" not in stderr
     assert _segments_of(proc.pid) == []
     # A process killed outright cleans nothing: the next reader removes what it left.
