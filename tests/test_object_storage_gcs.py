@@ -332,3 +332,32 @@ def test_the_next_run_removes_what_a_killed_gs_run_left(gcs, omniglot_local, tmp
     embed_dataset(spec.root, checkpoint, "gs://out/killed/tiny.npz", gcs.runner(), options)
     assert f"removed {embed_dead}: left by a run that did not finish" in capsys.readouterr().err
     assert _hidden(gcs, "gs://out/killed") == []
+
+
+def test_ranged_reads_of_a_gs_object_fetch_one_buffer_each(gcs, monkeypatch):
+    """Records read where they lie (episode shards) seek about a class's object: each read
+    fetches RANGE_BUFFER_BYTES, not the 16 MiB chunk Beam's GCS reader downloads by default."""
+    from google.cloud.storage.blob import Blob
+
+    from episodes.records import storage_paths
+    from episodes.records.remote_records import RANGE_BUFFER_BYTES, ObjectRangePool
+
+    data = bytes(range(256)) * (4 * 2**20 // 256)
+    gcs.put("gs://raw/ranged/4mib.bin", data)
+    storage_paths.use_options(gcs.runner().options)
+    fetched = []
+    download = Blob.download_as_bytes
+
+    def counted(blob, *args, **kwargs):
+        body = download(blob, *args, **kwargs)
+        fetched.append(len(body))
+        return body
+
+    monkeypatch.setattr(Blob, "download_as_bytes", counted)
+    pool = ObjectRangePool()
+    offsets = [3 * 2**20, 2**19, 2 * 2**20 + 7, 2**20]
+    for offset in offsets:
+        assert pool.read("gs://raw/ranged/4mib.bin", offset, 1000) == data[offset : offset + 1000]
+    pool.close()
+    # google's BlobReader asks for an inclusive end one past its chunk: one byte more each
+    assert len(fetched) == len(offsets) and max(fetched) <= RANGE_BUFFER_BYTES + 1, fetched

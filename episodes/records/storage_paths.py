@@ -163,7 +163,31 @@ def _s3io() -> Any:
         return _S3IO_CACHE[key]
 
 
+_GCSIO_CACHE: dict[tuple, tuple[Any, Any]] = {}
+
+
+def _gcsio() -> Any:
+    """One GCS client per process, thread and options. Beam's GCSFileSystem builds a new client
+    (a new connection) for every open, and reads in 16 MiB chunks; `open_binary` needs a
+    smaller chunk for ranged reads (remote_records)."""
+    from apache_beam.io.gcp import gcsio
+    from apache_beam.options.value_provider import RuntimeValueProvider
+
+    options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
+    key = (os.getpid(), threading.get_ident(), id(options))
+    with _S3IO_LOCK:
+        if key not in _GCSIO_CACHE:
+            stale = [k for k in _GCSIO_CACHE if k[0] != key[0] or k[2] != key[2]]
+            for old in stale:  # another process's (forked) or other options' clients
+                del _GCSIO_CACHE[old]
+            # the options are kept with their client, so their id is not reused meanwhile
+            _GCSIO_CACHE[key] = (options, gcsio.GcsIO(pipeline_options=options))
+        return _GCSIO_CACHE[key][1]
+
+
 def _open_object(path: str, mode: str) -> IO[bytes]:
+    if FileSystems.get_scheme(path) == "gs" and mode == "rb":
+        return _gcsio().open(path, "rb")
     if FileSystems.get_scheme(path) == "s3":
         if mode == "wb":
             from episodes.records.object_uploads import S3ObjectWriter
@@ -184,6 +208,8 @@ def open_binary(path: str, buffer_bytes: int | None = None) -> IO[bytes]:
     try:
         if buffer_bytes is not None and FileSystems.get_scheme(str(path)) == "s3":
             return _s3io().open(str(path), "rb", read_buffer_size=buffer_bytes)
+        if buffer_bytes is not None and FileSystems.get_scheme(str(path)) == "gs":
+            return _gcsio().open(str(path), "rb", read_buffer_size=buffer_bytes)
         return _open_object(path, "rb")
     except Exception as exc:
         raise OSError(errno.EIO, f"cannot open ({_reason(exc)})", path) from None
