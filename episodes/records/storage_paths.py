@@ -12,7 +12,9 @@ Object stores have no folders and no rename, so:
   - S3 objects are written by episodes.records.object_uploads (one PUT when small, one part in
     memory, multipart uploads aborted on failure); a failed job's staging prefix and its open
     uploads are removed (`discard_prefix`), and a later run to the same output removes what
-    killed runs left (`remove_remote_leftovers`).
+    killed runs left (`remove_remote_leftovers`);
+  - object reads on S3 and GCS go through one client per process and thread, and a ranged
+    read (`open_binary(url, buffer_bytes)`) fetches that much, not Beam's 16 MiB.
 """
 
 from __future__ import annotations
@@ -485,8 +487,9 @@ def copy_objects(source: str, target: str, sizes: dict[str, int], label: str = "
 
 
 def abort_open_uploads(url: str) -> int:
-    """Abort the S3 multipart uploads open under the prefix `url` (0 on other stores, whose
-    unfinished uploads are neither listed nor billed); how many."""
+    """Abort the S3 multipart uploads open under the prefix `url`; how many. 0 on other
+    stores: GCS lists no unfinished resumable upload (it is no object, and expires a week
+    after it began: cloud.google.com/storage/docs/resumable-uploads)."""
     if FileSystems.get_scheme(str(url)) != "s3":
         return 0
     from episodes.records.object_uploads import abort_uploads
@@ -511,7 +514,8 @@ def discard_prefix(url: str) -> None:
 
 def remove_remote_leftovers(url: str) -> list[str]:
     """Remove what killed runs writing the output `url` left: their staging prefixes
-    (`.NAME.tmp-*` beside it) and the multipart uploads open there; the prefixes removed.
+    (`.NAME.tmp-*` beside it: the objects they finished) and, on S3, the multipart uploads
+    open there; the prefixes removed.
 
     Object storage has no locks, so two runs writing one output at once are not supported
     (each would publish over the other); a run removes every leftover of its own output."""
