@@ -1,7 +1,9 @@
 """gs:// for real: the GCS emulator (`gcp-storage-emulator`) on 127.0.0.1 and Beam's GCS file
 system (google-cloud-storage, pinned in requirements.lock). The same checks as s3:// in
 tests/test_object_storage.py: conversions gs -> gs byte-identical to local runs (Omniglot, the
-ImageNet training tar of synset tars, QuickDraw), and a failure mid-pipeline publishes nothing."""
+ImageNet training tar of synset tars, QuickDraw), a failure mid-pipeline publishes nothing, the
+shards and embed jobs read a gs:// dataset where it lies (the local bytes; an unfinished one
+refused in one line), and the next run removes what a killed gs:// run left."""
 
 from __future__ import annotations
 
@@ -216,6 +218,10 @@ def test_episode_shards_read_a_gs_dataset_where_it_lies(gcs, omniglot_local, tmp
     assert shards_cli.main([*remote, "--output", str(tmp_path / "b")]) == 0
     assert _files(tmp_path / "b") == _files(tmp_path / "a")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no local copy, no staging
+    assert shards_cli.main([*remote, "--output", "gs://out/read/shards"]) == 0  # gs -> gs
+    assert gcs.objects("gs://out/read") == {
+        f"shards/{n}": b for n, b in _files(tmp_path / "a").items()
+    }
     # an unfinished remote dataset (no spec) is refused in one line before the pipeline
     gcs.put("gs://raw/unfinished/omniglot/0.tfrecords", b"x")
     capsys.readouterr()
@@ -332,6 +338,8 @@ def test_the_next_run_removes_what_a_killed_gs_run_left(gcs, omniglot_local, tmp
     embed_dataset(spec.root, checkpoint, "gs://out/killed/tiny.npz", gcs.runner(), options)
     assert f"removed {embed_dead}: left by a run that did not finish" in capsys.readouterr().err
     assert _hidden(gcs, "gs://out/killed") == []
+    embed_dataset(spec.root, checkpoint, tmp_path / "tiny.npz", make_local_runner(1), options)
+    assert gcs.objects("gs://out/killed")["tiny.npz"] == (tmp_path / "tiny.npz").read_bytes()
 
 
 def test_ranged_reads_of_a_gs_object_fetch_one_buffer_each(gcs, monkeypatch):
