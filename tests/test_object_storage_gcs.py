@@ -305,11 +305,12 @@ def test_the_next_run_removes_what_a_killed_gs_run_left(gcs, omniglot_local, tmp
     gcs.upload(fixture.root, "gs://raw/killed")
     argv = ["--source", "omniglot", "--input", "gs://raw/killed"]
     argv += ["--output", "gs://out/killed/omniglot", *gcs.flags]
-    run = subprocess.Popen(
-        [sys.executable, "-c", STALL_A_CONVERSION, *argv], stdout=subprocess.PIPE
-    )
+    log = tmp_path / "killed.log"
+    with open(log, "wb") as err:
+        command = [sys.executable, "-c", STALL_A_CONVERSION, *argv]
+        run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err)
     try:
-        assert run.stdout.readline().strip() == b"stalled"
+        assert run.stdout.readline().strip() == b"stalled", log.read_text()[-2000:]
     finally:
         run.kill()  # SIGKILL: nothing of the process runs any more
         run.communicate()
