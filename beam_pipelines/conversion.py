@@ -7,7 +7,6 @@ only when the pipeline succeeded; an existing output folder is refused unless ov
 from __future__ import annotations
 
 import shutil
-import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from beam_pipelines.conversion_progress import ProgressReporter
 from beam_pipelines.frame_spill import remove_spill
 from beam_pipelines.interrupt_exit import exit_on_interrupt, interrupts_deferred
 from beam_pipelines.job_faults import unwritable_output_in_one_line
-from beam_pipelines.output_lock import OutputLock, acquire_output_lock
+from beam_pipelines.output_lock import OutputLock, acquire_output_lock, clear_remote_leftovers
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.sources.base import LayoutError, Source
 from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
@@ -113,19 +112,12 @@ def remote_input_sources() -> list[str]:
     return sorted(name for name, cls in SOURCES.items() if cls.remote_input)
 
 
-def remove_remote_leftovers(output: str) -> None:
-    """Remove the staging prefixes and open multipart uploads that killed runs writing the
-    remote `output` left, naming each on stderr."""
-    for prefix in storage_paths.remove_remote_leftovers(str(output)):
-        print(f"removed {prefix}: left by a run that did not finish", file=sys.stderr)
-
-
 def lock_local_output(output: Path | str) -> OutputLock | None:
     """Lock a local output folder (refusing a second conversion to it) and remove what dead
     runs left beside it, naming each on stderr; for object storage (no locks there) only the
     leftovers are removed, and None returned."""
     if storage_paths.is_remote(output):
-        remove_remote_leftovers(str(output))
+        clear_remote_leftovers(str(output))
         return None
     lock = acquire_output_lock(output)
     clear_leftovers(lock, lock.output, "conversion")

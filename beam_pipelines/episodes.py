@@ -31,7 +31,7 @@ import apache_beam as beam
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
 from beam_pipelines.job_faults import unwritable_output_in_one_line
-from beam_pipelines.output_lock import OutputLock, acquire_output_lock
+from beam_pipelines.output_lock import OutputLock, acquire_output_lock, clear_remote_leftovers
 from beam_pipelines.remote_episode_source import RemoteEpisodeSource
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.episode_cli import (
@@ -281,8 +281,7 @@ def _write_episode_shards(
         storage_paths.use_options(runner.options)
         runner.check_storage(output)
         storage_paths.check_output_prefix(str(output), overwrite, MANIFEST)
-        for prefix in storage_paths.remove_remote_leftovers(str(output)):
-            print(f"removed {prefix}: left by a run that did not finish", file=sys.stderr)
+        clear_remote_leftovers(str(output))
         staging = storage_paths.staging_prefix(str(output))
     else:
         output = Path(output)

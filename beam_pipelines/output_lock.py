@@ -9,14 +9,18 @@ process ends in any way (kill -9 included), so:
 - a conversion that gets the lock knows no other one is writing there: every hidden staging
   (`.NAME.tmp-*`) or replaced (`.NAME.old-*`) folder beside the output is left over from a run
   that died, and is removed (and named).
-Local folders only: object stores have no locks (see README, Running at scale).
+Object stores have no locks (see README, Running at scale): a job writing an output there
+removes every staging prefix beside it (`clear_remote_leftovers`), also on GCS, where what a
+killed run's open resumable uploads sent is no object and expires by itself within a week.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+from episodes.records import storage_paths
 from episodes.util.dead_job_leftovers import remove_leftovers_beside
 from episodes.util.folder_lock import FolderLock, FolderLockedError, acquire_folder_lock
 
@@ -60,3 +64,12 @@ def remove_leftovers(lock: OutputLock) -> list[Path]:
     if lock.fd is None:
         raise ValueError(f"{lock.output}: the lock is not held")
     return remove_leftovers_beside(lock.output)
+
+
+def clear_remote_leftovers(output: str) -> list[str]:
+    """Remove what killed jobs writing the object-store `output` left beside it (their staging
+    prefixes, and on S3 their open multipart uploads), one stderr line each; the prefixes."""
+    removed = storage_paths.remove_remote_leftovers(str(output))
+    for prefix in removed:
+        print(f"removed {prefix}: left by a run that did not finish", file=sys.stderr)
+    return removed

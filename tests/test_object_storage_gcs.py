@@ -1,7 +1,9 @@
 """gs:// for real: the GCS emulator (`gcp-storage-emulator`) on 127.0.0.1 and Beam's GCS file
 system (google-cloud-storage, pinned in requirements.lock). The same checks as s3:// in
 tests/test_object_storage.py: conversions gs -> gs byte-identical to local runs (Omniglot, the
-ImageNet training tar of synset tars, QuickDraw), and a failure mid-pipeline publishes nothing."""
+ImageNet training tar of synset tars, QuickDraw), a failure mid-pipeline publishes nothing, the
+shards and embed jobs read a gs:// dataset where it lies (the local bytes; an unfinished one
+refused in one line), and the next run removes what a killed gs:// run left."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from tests.raw_fixtures.ilsvrc import write_ilsvrc_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.raw_fixtures.quickdraw import write_quickdraw_fixture
 from tests.test_object_storage import (
+    SHARD_ARGS,
+    _files,
     _free_port,
     _run_cli,
     _same_dataset,
@@ -54,6 +58,14 @@ class GcsServer:
                 key = f"{prefix}/{path.relative_to(folder).as_posix()}"
                 self.client.bucket(bucket).blob(key).upload_from_string(path.read_bytes())
         return url
+
+    def put(self, url: str, data: bytes) -> None:
+        bucket, _, key = url[len("gs://") :].partition("/")
+        self.client.bucket(bucket).blob(key).upload_from_string(data)
+
+    def delete(self, url: str) -> None:
+        bucket, _, key = url[len("gs://") :].partition("/")
+        self.client.bucket(bucket).blob(key).delete()
 
     def objects(self, url: str) -> dict[str, bytes]:
         bucket, _, prefix = url[len("gs://") :].partition("/")
@@ -180,3 +192,181 @@ def test_decode_workers_start_after_a_default_socket_timeout(tmp_path):
             assert reader.episode(0).support_images.shape[0] == 3
     finally:
         socket.setdefaulttimeout(saved)
+
+
+@pytest.fixture(scope="module")
+def omniglot_local(tmp_path_factory) -> Path:
+    """A local Omniglot conversion, for the jobs that read a converted dataset."""
+    fixture = write_omniglot_fixture(tmp_path_factory.mktemp("raw"), drawers=2)
+    local = tmp_path_factory.mktemp("local") / "omniglot"
+    convert(OmniglotSource(), fixture.root, local, make_local_runner(1))
+    return local
+
+
+def test_episode_shards_read_a_gs_dataset_where_it_lies(gcs, omniglot_local, tmp_path, capsys):
+    """`--dataset gs://...`: records read by ranged reads in the workers (odd classes without
+    their .index object: rebuilt from their records); the shards are the local run's bytes."""
+    from beam_pipelines import episodes as shards_cli
+
+    gcs.upload(omniglot_local, "gs://raw/converted/omniglot")
+    for name in gcs.objects("gs://raw/converted/omniglot"):
+        if name.endswith(".index") and int(name.split(".")[0]) % 2:
+            gcs.delete(f"gs://raw/converted/omniglot/{name}")
+    here = ["--dataset", str(omniglot_local), *SHARD_ARGS, "--output", str(tmp_path / "a")]
+    assert shards_cli.main(here) == 0
+    remote = ["--dataset", "gs://raw/converted/omniglot", *SHARD_ARGS, *gcs.flags]
+    assert shards_cli.main([*remote, "--output", str(tmp_path / "b")]) == 0
+    assert _files(tmp_path / "b") == _files(tmp_path / "a")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no local copy, no staging
+    assert shards_cli.main([*remote, "--output", "gs://out/read/shards"]) == 0  # gs -> gs
+    assert gcs.objects("gs://out/read") == {
+        f"shards/{n}": b for n, b in _files(tmp_path / "a").items()
+    }
+    # an unfinished remote dataset (no spec) is refused in one line before the pipeline
+    gcs.put("gs://raw/unfinished/omniglot/0.tfrecords", b"x")
+    capsys.readouterr()
+    argv = ["--dataset", "gs://raw/unfinished/omniglot", *SHARD_ARGS, *gcs.flags, "--output"]
+    assert shards_cli.main([*argv, str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "gs://raw/unfinished/omniglot: incomplete dataset" in err
+    assert not (tmp_path / "c").exists()
+    # a finished dataset missing record objects of the split is refused in one line, naming one
+    for name in gcs.objects("gs://raw/converted/omniglot"):
+        if name.endswith(".tfrecords"):
+            gcs.delete(f"gs://raw/converted/omniglot/{name}")
+    assert shards_cli.main([*remote, "--output", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "record objects are missing, e.g. gs://raw/converted/" in err
+    assert not (tmp_path / "d").exists()
+
+
+def test_embeddings_read_a_gs_dataset_where_it_lies(gcs, tmp_path, capsys):
+    """`splits.embed --dataset gs://...`: the local run's npz bytes, a corrupt record skipped
+    and named by its object URL; an unfinished dataset and a missing records object refused in
+    one line."""
+    from splits import embed as embed_cli
+    from tests.test_embed import write_random_checkpoint, write_tiny_dataset
+
+    spec = write_tiny_dataset(tmp_path / "tiny", corrupt=(2, 1))
+    gcs.upload(spec.root, "gs://raw/embed/tiny")
+    checkpoint = write_random_checkpoint(tmp_path / "run" / "last.pt")
+    common = ["--model", str(checkpoint), "--device", "cpu", "--batch-size", "3"]
+    common += ["--chunk-size", "4", "--no-progress"]
+    local_out, remote_out = tmp_path / "local.npz", tmp_path / "remote.npz"
+    assert embed_cli.main(["--dataset", str(spec.root), *common, "--output", str(local_out)]) == 0
+    argv = ["--dataset", "gs://raw/embed/tiny", *common, *gcs.flags, "--output"]
+    assert embed_cli.main([*argv, str(remote_out)]) == 0
+    assert remote_out.read_bytes() == local_out.read_bytes()
+    out = capsys.readouterr().out
+    assert "skipped 1 unreadable records: gs://raw/embed/tiny/2.tfrecords record 1" in out
+    gcs.put("gs://raw/embed/unfinished/0.tfrecords", b"x")
+    unfinished = ["--dataset", "gs://raw/embed/unfinished", *argv[2:]]
+    assert embed_cli.main([*unfinished, str(tmp_path / "u.npz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "gs://raw/embed/unfinished: incomplete dataset" in err
+    gcs.delete("gs://raw/embed/tiny/3.tfrecords")
+    assert embed_cli.main([*argv, str(tmp_path / "x.npz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "1 records objects missing" in err
+    assert "gs://raw/embed/tiny/3.tfrecords" in err
+    assert sorted(p.name for p in tmp_path.glob("*.npz")) == ["local.npz", "remote.npz"]
+
+
+STALL_A_CONVERSION = """
+import sys, time
+import beam_pipelines.sources as sources
+from beam_pipelines import convert as convert_cli
+
+class Stalling(sources.SOURCES["omniglot"]):
+    def read_unit(self, unit):
+        if "Beta" in unit.key:
+            print("stalled", flush=True)
+            time.sleep(600)
+        return super().read_unit(unit)
+
+sources.SOURCES["omniglot"] = Stalling
+sys.exit(convert_cli.main(sys.argv[1:]))
+"""
+
+
+def _hidden(gcs: GcsServer, url: str) -> list[str]:
+    return sorted(k for k in gcs.objects(url) if any(p.startswith(".") for p in k.split("/")))
+
+
+def test_the_next_run_removes_what_a_killed_gs_run_left(gcs, omniglot_local, tmp_path, capsys):
+    """kill -9 of a conversion whose worker is stalled: its staging objects (`.NAME.tmp-PID-HEX8`
+    beside the output) stay in the bucket; the next conversion removes them and names the prefix.
+    The shards and embed jobs do the same with what their killed runs left."""
+    from beam_pipelines import episodes as shards_cli
+    from splits.embeddings.pipeline import EmbedOptions, embed_dataset
+    from tests.test_embed import write_random_checkpoint, write_tiny_dataset
+
+    fixture = write_omniglot_fixture(tmp_path / "raw", drawers=2)
+    gcs.upload(fixture.root, "gs://raw/killed")
+    argv = ["--source", "omniglot", "--input", "gs://raw/killed"]
+    argv += ["--output", "gs://out/killed/omniglot", *gcs.flags]
+    log = tmp_path / "killed.log"
+    with open(log, "wb") as err:
+        command = [sys.executable, "-c", STALL_A_CONVERSION, *argv]
+        run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err)
+    try:
+        assert run.stdout.readline().strip() == b"stalled", log.read_text()[-2000:]
+    finally:
+        run.kill()  # SIGKILL: nothing of the process runs any more
+        run.communicate()
+    left = _hidden(gcs, "gs://out/killed")
+    prefixes = {k.split("/")[0] for k in left}
+    assert len(prefixes) == 1 and prefixes.pop().startswith(f".omniglot.tmp-{run.pid}-"), left
+    dead = f"gs://out/killed/{left[0].split('/')[0]}"
+    capsys.readouterr()
+    assert convert_cli.main(argv) == 0
+    assert f"removed {dead}: left by a run that did not finish" in capsys.readouterr().err
+    assert _hidden(gcs, "gs://out/killed") == []
+    _same_dataset(gcs.objects("gs://out/killed/omniglot"), omniglot_local, "gs://raw/killed")
+    # what killed shards and embed jobs leave: staging objects of the same kind of name
+    shards_dead = "gs://out/killed/.shards.tmp-1-0123abcd"
+    embed_dead = "gs://out/killed/.tiny.npz.tmp-1-4567cdef"
+    gcs.put(f"{shards_dead}/episodes-00000-of-00002.tfrecords", b"half a shard")
+    gcs.put(f"{shards_dead}/_sha256/episodes-00000-of-00002.tfrecords", b"0" * 64)
+    gcs.put(f"{embed_dead}/class_sums.npz", b"sums")
+    shards = ["--dataset", str(omniglot_local), *SHARD_ARGS, *gcs.flags]
+    assert shards_cli.main([*shards, "--output", "gs://out/killed/shards"]) == 0
+    assert f"removed {shards_dead}: left by a run that did not finish" in capsys.readouterr().err
+    assert _hidden(gcs, "gs://out/killed") == [".tiny.npz.tmp-1-4567cdef/class_sums.npz"]
+    spec = write_tiny_dataset(tmp_path / "tiny")
+    checkpoint = write_random_checkpoint(tmp_path / "run" / "last.pt")
+    options = EmbedOptions(batch_size=8, chunk_size=4, progress=False)
+    embed_dataset(spec.root, checkpoint, "gs://out/killed/tiny.npz", gcs.runner(), options)
+    assert f"removed {embed_dead}: left by a run that did not finish" in capsys.readouterr().err
+    assert _hidden(gcs, "gs://out/killed") == []
+    embed_dataset(spec.root, checkpoint, tmp_path / "tiny.npz", make_local_runner(1), options)
+    assert gcs.objects("gs://out/killed")["tiny.npz"] == (tmp_path / "tiny.npz").read_bytes()
+
+
+def test_ranged_reads_of_a_gs_object_fetch_one_buffer_each(gcs, monkeypatch):
+    """Records read where they lie (episode shards) seek about a class's object: each read
+    fetches RANGE_BUFFER_BYTES, not the 16 MiB chunk Beam's GCS reader downloads by default."""
+    from google.cloud.storage.blob import Blob
+
+    from episodes.records import storage_paths
+    from episodes.records.remote_records import RANGE_BUFFER_BYTES, ObjectRangePool
+
+    data = bytes(range(256)) * (4 * 2**20 // 256)
+    gcs.put("gs://raw/ranged/4mib.bin", data)
+    storage_paths.use_options(gcs.runner().options)
+    fetched = []
+    download = Blob.download_as_bytes
+
+    def counted(blob, *args, **kwargs):
+        body = download(blob, *args, **kwargs)
+        fetched.append(len(body))
+        return body
+
+    monkeypatch.setattr(Blob, "download_as_bytes", counted)
+    pool = ObjectRangePool()
+    offsets = [3 * 2**20, 2**19, 2 * 2**20 + 7, 2**20]
+    for offset in offsets:
+        assert pool.read("gs://raw/ranged/4mib.bin", offset, 1000) == data[offset : offset + 1000]
+    pool.close()
+    # google's BlobReader asks for an inclusive end one past its chunk: one byte more each
+    assert len(fetched) == len(offsets) and max(fetched) <= RANGE_BUFFER_BYTES + 1, fetched

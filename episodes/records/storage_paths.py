@@ -12,7 +12,9 @@ Object stores have no folders and no rename, so:
   - S3 objects are written by episodes.records.object_uploads (one PUT when small, one part in
     memory, multipart uploads aborted on failure); a failed job's staging prefix and its open
     uploads are removed (`discard_prefix`), and a later run to the same output removes what
-    killed runs left (`remove_remote_leftovers`).
+    killed runs left (`remove_remote_leftovers`);
+  - object reads on S3 and GCS go through one client per process and thread, and a ranged
+    read (`open_binary(url, buffer_bytes)`) fetches that much, not Beam's 16 MiB.
 """
 
 from __future__ import annotations
@@ -163,7 +165,31 @@ def _s3io() -> Any:
         return _S3IO_CACHE[key]
 
 
+_GCSIO_CACHE: dict[tuple, tuple[Any, Any]] = {}
+
+
+def _gcsio() -> Any:
+    """One GCS client per process, thread and options. Beam's GCSFileSystem builds a new client
+    (a new connection) for every open, and reads in 16 MiB chunks; `open_binary` needs a
+    smaller chunk for ranged reads (remote_records)."""
+    from apache_beam.io.gcp import gcsio
+    from apache_beam.options.value_provider import RuntimeValueProvider
+
+    options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
+    key = (os.getpid(), threading.get_ident(), id(options))
+    with _S3IO_LOCK:
+        if key not in _GCSIO_CACHE:
+            stale = [k for k in _GCSIO_CACHE if k[0] != key[0] or k[2] != key[2]]
+            for old in stale:  # another process's (forked) or other options' clients
+                del _GCSIO_CACHE[old]
+            # the options are kept with their client, so their id is not reused meanwhile
+            _GCSIO_CACHE[key] = (options, gcsio.GcsIO(pipeline_options=options))
+        return _GCSIO_CACHE[key][1]
+
+
 def _open_object(path: str, mode: str) -> IO[bytes]:
+    if FileSystems.get_scheme(path) == "gs" and mode == "rb":
+        return _gcsio().open(path, "rb")
     if FileSystems.get_scheme(path) == "s3":
         if mode == "wb":
             from episodes.records.object_uploads import S3ObjectWriter
@@ -184,6 +210,8 @@ def open_binary(path: str, buffer_bytes: int | None = None) -> IO[bytes]:
     try:
         if buffer_bytes is not None and FileSystems.get_scheme(str(path)) == "s3":
             return _s3io().open(str(path), "rb", read_buffer_size=buffer_bytes)
+        if buffer_bytes is not None and FileSystems.get_scheme(str(path)) == "gs":
+            return _gcsio().open(str(path), "rb", read_buffer_size=buffer_bytes)
         return _open_object(path, "rb")
     except Exception as exc:
         raise OSError(errno.EIO, f"cannot open ({_reason(exc)})", path) from None
@@ -459,8 +487,9 @@ def copy_objects(source: str, target: str, sizes: dict[str, int], label: str = "
 
 
 def abort_open_uploads(url: str) -> int:
-    """Abort the S3 multipart uploads open under the prefix `url` (0 on other stores, whose
-    unfinished uploads are neither listed nor billed); how many."""
+    """Abort the S3 multipart uploads open under the prefix `url`; how many. 0 on other
+    stores: GCS lists no unfinished resumable upload (it is no object, and expires a week
+    after it began: cloud.google.com/storage/docs/resumable-uploads)."""
     if FileSystems.get_scheme(str(url)) != "s3":
         return 0
     from episodes.records.object_uploads import abort_uploads
@@ -485,7 +514,8 @@ def discard_prefix(url: str) -> None:
 
 def remove_remote_leftovers(url: str) -> list[str]:
     """Remove what killed runs writing the output `url` left: their staging prefixes
-    (`.NAME.tmp-*` beside it) and the multipart uploads open there; the prefixes removed.
+    (`.NAME.tmp-*` beside it: the objects they finished) and, on S3, the multipart uploads
+    open there; the prefixes removed.
 
     Object storage has no locks, so two runs writing one output at once are not supported
     (each would publish over the other); a run removes every leftover of its own output."""

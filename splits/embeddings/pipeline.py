@@ -34,7 +34,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
-from beam_pipelines.output_lock import acquire_output_lock
+from beam_pipelines.output_lock import acquire_output_lock, clear_remote_leftovers
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.writer import GatherUnderOneKey, of_kind, values_by_kind
 from episodes.fetch import require_local_dataset
@@ -455,6 +455,7 @@ def embed_dataset(
     with ExitStack() as held:
         if remote:
             storage_paths.use_options(runner.options)
+            clear_remote_leftovers(str(output))  # what killed embed jobs left beside it
             # the sums beside the output, where any runner's workers and the launcher reach them
             work_dir = storage_paths.staging_prefix(str(output))
         else:
