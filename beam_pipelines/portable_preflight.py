@@ -1,5 +1,6 @@
-"""Before a job on a portable runner whose SDK workers start outside this process (`--environment_type
-EXTERNAL`, a worker pool, or `PROCESS`), check that a worker starts and can import this project.
+"""Before a job on a portable runner whose SDK workers start outside this process
+(`--environment_type EXTERNAL`, a worker pool, or `PROCESS`): check that a worker starts and
+imports this project.
 
 A worker pool (`python -m apache_beam.runners.worker.worker_pool_main`) starts each worker as
 `python -c ...` with the `python` first on the pool's PATH; where that interpreter lacks
@@ -23,7 +24,7 @@ import time
 from collections.abc import Sequence
 
 DEFAULT_WORKER_START_TIMEOUT_S = 180.0
-PROBED_ENVIRONMENTS = {"EXTERNAL": "EXTERNAL", "PROCESS": "PROCESS"}
+PROBED_ENVIRONMENTS = {"EXTERNAL", "PROCESS"}
 ENVIRONMENT_URNS = {"beam:env:external:v1": "EXTERNAL", "beam:env:process:v1": "PROCESS"}
 # The Beam runners whose SDK workers follow --environment_type (a job service starts them).
 PORTABLE_RUNNERS = {"portablerunner", "flinkrunner", "sparkrunner", "prismrunner"}
@@ -66,8 +67,8 @@ def worker_environment(runner: str, options) -> tuple[str, str] | None:
         return None
     portable = options.view_as(PortableOptions)
     kind = str(portable.environment_type or "")
-    kind = ENVIRONMENT_URNS.get(kind.lower(), PROBED_ENVIRONMENTS.get(kind.upper()))
-    if kind is None:
+    kind = ENVIRONMENT_URNS.get(kind.lower(), kind.upper())
+    if kind not in PROBED_ENVIRONMENTS:
         return None
     config = portable.environment_config or ""
     if kind == "PROCESS" and not config:
@@ -83,7 +84,9 @@ def refuse_unrunnable_environment(kind: str, config: str, options) -> None:
     described = f"--environment_type {kind}"
     if kind == "EXTERNAL" and not config:
         raise ValueError(
-            f"{described} needs the worker pool's address: --environment_config HOST:PORT (a "
+            f"{described} needs the worker pool's address: --environment_config HOST:PORT "
+            f"(--environment_options external_service_address alone fails inside Beam "
+            f"{_beam_version()}; a "
             "pool started with `python -m apache_beam.runners.worker.worker_pool_main "
             "--service_port PORT`)"
         )
@@ -105,21 +108,29 @@ def refuse_unrunnable_environment(kind: str, config: str, options) -> None:
             )
 
 
+def _beam_version() -> str:
+    import apache_beam
+
+    return apache_beam.__version__
+
+
 def check_sdk_workers(runner: str, beam_args: Sequence[str], options, timeout_s: float) -> str:
     """Run the probe job for the EXTERNAL / PROCESS workers of `runner` (in a child process,
     killed if it outlives its allowance); one line (ValueError) naming the environment, the
     worker's interpreter and what to do when no worker ran it or it cannot import this
     project. Returns the line describing the checked workers, or "" when nothing was checked."""
     environment = worker_environment(runner, options)
-    if environment is None or timeout_s == 0:
+    if environment is None:
         return ""
     kind, config = environment
     refuse_unrunnable_environment(kind, config, options)
+    if timeout_s == 0:
+        return ""
     described = f"--environment_type {kind} --environment_config {config}"
     command = [
         sys.executable,
-        "-m",
-        "beam_pipelines.portable_preflight",
+        "-c",
+        "from beam_pipelines.portable_preflight import main; main()",
         "--timeout",
         str(timeout_s),
         "--",
@@ -159,10 +170,11 @@ def check_sdk_workers(runner: str, beam_args: Sequence[str], options, timeout_s:
 
 
 def _child_env() -> dict[str, str]:
-    """This process's environment, its import path handed on so the child imports the same
-    copy of this repository."""
-    paths = [p for p in sys.path if p]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *paths])}
+    """This process's environment, with the folder this copy of the repository is imported
+    from first on PYTHONPATH, so the probe's child imports the same copy."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def _last_json_line(output: str) -> dict:
@@ -282,7 +294,8 @@ def _error_reason(text: str) -> str:
         return details.group(1)[:300]
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if lines and lines[-1].endswith(":"):  # an exception without a message
-        return f"{lines[-1][:-1]}, no answer in time"
+        name = lines[-1][:-1]
+        return f"{name}: no answer within --job_server_timeout" if "Timeout" in name else name
     for line in reversed(lines):
         head = line.split(":", 1)[0]
         if head.endswith(("Error", "Exception")) and " " not in head:
@@ -293,8 +306,8 @@ def _error_reason(text: str) -> str:
 def report_worker(_element):
     """The probe's one step, run by an SDK worker: its interpreter, versions and the packages
     of this repository it cannot import; raises (the job fails) when one is missing. Imports
-    only inside, so it runs where this repository is missing (pickled by value from
-    `__main__`)."""
+    only inside, so it runs where this repository is missing (the probe's child process
+    pickles this module by value)."""
     import importlib
     import json
     import sys
@@ -325,8 +338,14 @@ def run_probe(beam_args: Sequence[str], timeout_s: float) -> dict:
     """Submit the probe job with `beam_args`; its outcome once it ended or `timeout_s` passed
     (then it is cancelled)."""
     import apache_beam as beam
+    from apache_beam.internal.cloudpickle import cloudpickle
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.runner import PipelineState
+
+    # `report_worker` travels as code, not as a reference a worker without this repository
+    # could not resolve (Beam's default pickler, cloudpickle; only this child process is
+    # affected).
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
     options = PipelineOptions(list(beam_args), job_name="fewshot-worker-probe")
     pipeline = beam.Pipeline(options=options)
@@ -375,7 +394,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = {"outcome": "failed", "error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(outcome), flush=True)
     os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,9 @@ for one worker, `multi_processing` for `--direct_num_workers N > 1`, whose worke
 warnings; it ends with its launcher). `--runner DaskRunner` (a `dask.distributed` cluster) is
 beam_pipelines.dask_runner. Any other `--runner` (DataflowRunner, FlinkRunner, SparkRunner,
 PortableRunner, PrismRunner) and its flags go to Beam unchanged; `--direct_num_workers` above 1
-is refused with them (it would be ignored: their workers are set by their own flags).
+is refused with them (it would be ignored: their workers are set by their own flags). SDK workers
+that start outside this process (EXTERNAL, PROCESS) are checked first by a probe job
+(beam_pipelines.portable_preflight, `--worker-start-timeout`).
 """
 
 from __future__ import annotations

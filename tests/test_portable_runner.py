@@ -291,6 +291,17 @@ def test_no_worker_pool_at_the_address_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_no_job_service_at_the_endpoint_is_one_line(tmp_path, capsys):
+    raw = write_runner_check_input("omniglot", tmp_path / "raw")
+    flags = _external(_free_port(), "--job_server_timeout", "2")
+    flags[flags.index("embed")] = f"localhost:{_free_port()}"
+    assert convert_cli.main([*raw, "--output", str(tmp_path / "out"), *flags]) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "could not be submitted to the job service at localhost:" in line
+    assert "check --job_endpoint" in line
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
