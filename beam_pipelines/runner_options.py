@@ -7,7 +7,9 @@ for one worker, `multi_processing` for `--direct_num_workers N > 1`, whose worke
 warnings; it ends with its launcher). `--runner DaskRunner` (a `dask.distributed` cluster) is
 beam_pipelines.dask_runner. Any other `--runner` (DataflowRunner, FlinkRunner, SparkRunner,
 PortableRunner, PrismRunner) and its flags go to Beam unchanged; `--direct_num_workers` above 1
-is refused with them (it would be ignored: their workers are set by their own flags).
+is refused with them (it would be ignored: their workers are set by their own flags). SDK workers
+that start outside this process (EXTERNAL, PROCESS) are checked first by a probe job
+(beam_pipelines.portable_preflight, `--worker-start-timeout`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from dataclasses import dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beam_pipelines.portable_preflight import (
+    add_worker_start_timeout_argument,
+    check_sdk_workers,
+    worker_start_timeout,
+)
 from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
 from episodes.records.storage_paths import is_remote, unknown_local_flags
 
@@ -54,6 +61,7 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
         "FlinkRunner, SparkRunner, ... ; runner-specific flags are passed through",
     )
     add_storage_timeout_argument(group)
+    add_worker_start_timeout_argument(group)
     group.add_argument(
         "--direct_num_workers",
         type=int,
@@ -83,9 +91,15 @@ def storage_timeout(args: argparse.Namespace) -> float:
 
 def make_runner(args: argparse.Namespace, beam_args: list[str]) -> RunnerChoice:
     """Runner instance and options for the parsed flags (`make_runner_only`), with the
-    `--storage-timeout` its access checks use."""
+    `--storage-timeout` its access checks use; SDK workers started outside this process
+    (EXTERNAL, PROCESS) checked first (beam_pipelines.portable_preflight)."""
+    timeout_s = worker_start_timeout(args)
     choice = make_runner_only(args, beam_args)
     choice.storage_timeout_s = storage_timeout(args)
+    if not choice.is_local:
+        checked = check_sdk_workers(str(args.runner), beam_args, choice.options, timeout_s)
+        if checked:
+            print(f"[workers] {checked}", file=sys.stderr, flush=True)
     return choice
 
 
