@@ -27,24 +27,14 @@ from learners.learner_config import LearnerConfig
 from learners.lr_schedule import apply_schedule
 from learners.mixed_precision import MixedPrecision, memory_format
 from learners.registry import resolved_config
+from learners.weight_decay import build_optimizer, decay_groups
 
 
 def make_optimizer(module: nn.Module, config: LearnerConfig) -> torch.optim.Optimizer:
-    """Adam or Nesterov SGD; BatchNorm parameters and biases are excluded from weight decay."""
-    decay, no_decay = [], []
-    for parameter in module.parameters():
-        if not parameter.requires_grad:
-            continue
-        (no_decay if parameter.ndim <= 1 else decay).append(parameter)
-    groups = [
-        {"params": decay, "weight_decay": config.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    if config.optimizer == "adam":
-        return torch.optim.Adam(groups, lr=config.lr)
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=config.lr, momentum=0.9, nesterov=True)
-    raise ValueError(f"unknown optimizer {config.optimizer!r}; expected 'adam' or 'sgd'")
+    """Adam or Nesterov SGD, weight decay coupled or decoupled (`--weight-decay-form`,
+    `learners.weight_decay`); BatchNorm parameters and biases are excluded from weight decay."""
+    groups = decay_groups(module, config.weight_decay)
+    return build_optimizer(groups, config.optimizer, config.lr, config.weight_decay_form)
 
 
 def input_normalization(scaling: str) -> Normalization:

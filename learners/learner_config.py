@@ -16,6 +16,7 @@ from learners.backbones import BACKBONES, BackboneConfig
 from learners.batch_norm import BATCH_NORM_MODES
 from learners.config_fields import MethodConfig, check_fields, option
 from learners.lr_schedule import LR_SCHEDULES, ScheduleConfig
+from learners.weight_decay import WEIGHT_DECAY_FORMS
 
 OPTIMIZERS = ("adam", "sgd")
 # How pixels in [0, 1] become network inputs: ImageNet mean/std (Dhillon et al. A.4), or
@@ -42,6 +43,12 @@ class LearnerConfig:
     lr: float = option(1e-3, "learning rate", above=0)
     weight_decay: float = option(
         0.0, "weight decay (not on biases and BatchNorm parameters)", minimum=0
+    )
+    weight_decay_form: str = option(
+        "coupled",
+        "coupled: added to the gradient (torch SGD/Adam); decoupled: weights scaled by "
+        "1 - lr x decay apart from the gradient step (SGDW/AdamW, fastai's true_wd)",
+        choices=WEIGHT_DECAY_FORMS,
     )
     lr_schedule: str = option(
         "constant",

@@ -1,8 +1,10 @@
 """Multiclass pre-training (cross-entropy over all training classes) and its episode inference.
 
 Training: label smoothing as in Dhillon et al. A.2 (1 - eps on the true class, eps / (K - 1)
-elsewhere), mixup (Zhang et al.; lambda ~ Beta(alpha, alpha), drawn per sample and folded to
-max(lambda, 1 - lambda) as fastai's MixUpCallback does for the authors' pretrain.py) and, with
+elsewhere; `--label-smoothing-form uniform`: eps / K on every class, as fastai's
+`LabelSmoothingCrossEntropy` in the authors' pretrain.py), mixup (Zhang et al.;
+lambda ~ Beta(alpha, alpha), drawn per sample and folded to max(lambda, 1 - lambda) as fastai's
+MixUpCallback does for the authors' pretrain.py) and, with
 `pretrain_augment`, the augmentation of A.4, "the same for both pre-training and fine-tuning".
 Meta-Dataset's and ATG's baselines pre-train with plain cross-entropy and no augmentation
 (`--label-smoothing 0 --mixup-alpha 0 --no-pretrain-augment`, their recipes). Inference on an episode uses
@@ -36,6 +38,9 @@ from learners.prototypes import class_prototypes, prototype_logits
 from learners.registry import register_learner
 
 INFERENCES = ("protonet", "knn", "support_init", "finetune", "transductive", "md_finetune")
+# How label smoothing spreads eps: Dhillon et al. A.2's text (eps / (K - 1) on each other class),
+# or fastai v1's LabelSmoothingCrossEntropy, which pretrain.py:68 trains with (eps / K on all).
+LABEL_SMOOTHING_FORMS = ("paper", "uniform")
 
 
 @dataclass
@@ -43,11 +48,22 @@ class MulticlassConfig(MethodConfig):
     """Pre-training (Dhillon et al. sec. 4, A.2, A.4) and the episode inference (sec. 3, A.3)."""
 
     # Runs saved before --mixup-per-sample drew one lambda per batch; before
-    # --finetune-bn-micro-batch, fine-tuning normalised a whole set as one BatchNorm batch.
-    legacy_defaults = {"mixup_per_sample": False, "finetune_bn_micro_batch": 0}
+    # --finetune-bn-micro-batch, fine-tuning normalised a whole set as one BatchNorm batch;
+    # before --label-smoothing-form, smoothing put eps / (K - 1) off the label.
+    legacy_defaults = {
+        "mixup_per_sample": False,
+        "finetune_bn_micro_batch": 0,
+        "label_smoothing_form": "paper",
+    }
 
     label_smoothing: float = option(
         0.1, "label smoothing epsilon (Dhillon et al. A.2: 0.1; 0 turns it off)", minimum=0, below=1
+    )
+    label_smoothing_form: str = option(
+        "paper",
+        "paper: 1 - eps on the label, eps / (K - 1) on each other class (Dhillon et al. A.2); "
+        "uniform: eps / K on every class besides 1 - eps on the label (fastai, pretrain.py)",
+        choices=LABEL_SMOOTHING_FORMS,
     )
     mixup_alpha: float = option(
         0.25, "mixup Beta(alpha, alpha) (Dhillon et al. A.2: 0.25; 0 turns it off)", minimum=0
@@ -144,11 +160,23 @@ def mixup_lambdas(batch: int, alpha: float, per_sample: bool) -> torch.Tensor:
     return torch.maximum(draws, 1 - draws)
 
 
-def smoothed_targets(indices: torch.Tensor, classes: int, epsilon: float) -> torch.Tensor:
-    """One-hot rows with 1 - eps on the label and eps / (classes - 1) on every other class."""
-    off = epsilon / max(classes - 1, 1)
+def smoothed_targets(
+    indices: torch.Tensor, classes: int, epsilon: float, form: str = "paper"
+) -> torch.Tensor:
+    """Target rows of the labels `indices` over `classes`: `paper` puts 1 - eps on the label and
+    eps / (classes - 1) on every other class (Dhillon et al. A.2); `uniform` puts eps / classes on
+    every class and 1 - eps + eps / classes on the label (fastai v1 LabelSmoothingCrossEntropy:
+    eps / K * sum_k -log p_k + (1 - eps) * -log p_y). Each row sums to 1."""
+    if form == "uniform":
+        off, on = epsilon / classes, 1.0 - epsilon + epsilon / classes
+    elif form == "paper":
+        off, on = epsilon / max(classes - 1, 1), 1.0 - epsilon
+    else:
+        raise ValueError(
+            f"--label-smoothing-form {form}: expected one of {', '.join(LABEL_SMOOTHING_FORMS)}"
+        )
     targets = torch.full((indices.shape[0], classes), off, device=indices.device)
-    return targets.scatter_(1, indices.unsqueeze(1), 1.0 - epsilon)
+    return targets.scatter_(1, indices.unsqueeze(1), on)
 
 
 def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -213,7 +241,10 @@ class MulticlassLearner(Learner):
                 memory_format=self.memory_format
             )
         targets = smoothed_targets(
-            self.class_indices(class_ids), len(self.class_id_table), self.options.label_smoothing
+            self.class_indices(class_ids),
+            len(self.class_id_table),
+            self.options.label_smoothing,
+            self.options.label_smoothing_form,
         )
         if self.options.mixup_alpha > 0:
             mix = mixup_lambdas(
