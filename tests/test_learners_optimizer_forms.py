@@ -290,3 +290,22 @@ def test_an_old_run_without_the_new_fields_loads_and_resumes_with_the_old_forms(
     capsys.readouterr()
     assert main([*argv, "--episodes", "4", "--weight-decay-form", "decoupled"]) != 0
     assert "learner.weight_decay_form 'coupled' -> 'decoupled'" in capsys.readouterr().err
+
+
+def test_a_decoupled_run_resumes_bit_exactly(tmp_path) -> None:
+    from learners.train import main
+
+    argv = [*RUN, "--optimizer", "sgd", "--weight-decay", "0.01", "--weight-decay-form"]
+    argv += ["decoupled", "--label-smoothing-form", "uniform", "--checkpoint-every", "1"]
+    assert main([*argv, "--output", str(tmp_path / "a"), "--episodes", "3"]) == 0
+    assert main([*argv, "--output", str(tmp_path / "b"), "--episodes", "2"]) == 0
+    assert main([*argv, "--output", str(tmp_path / "b"), "--episodes", "3"]) == 0
+    whole, resumed = (
+        torch.load(tmp_path / run / "checkpoints" / "last.pt", weights_only=False)
+        for run in ("a", "b")
+    )
+    assert whole["step"] == resumed["step"] == 3
+    for key, value in whole["model"].items():
+        assert torch.equal(value, resumed["model"][key]), key
+    groups = resumed["optimizer"]["param_groups"]
+    assert [g["decoupled_weight_decay"] for g in groups] == [0.01, 0.0]
