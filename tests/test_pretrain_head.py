@@ -173,16 +173,28 @@ def test_the_default_is_the_linear_layer_of_runs_saved_before() -> None:
 
 def test_bad_values_are_refused_in_one_line(tmp_path: Path, capsys) -> None:
     args = ["--method", "knn", "--synthetic", "--episodes", "2", "--output", str(tmp_path / "r")]
-    assert train_cli.main([*args, *TINY, "--pretrain-cosine-scale", "2"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == "error: --pretrain-cosine-scale 2.0 applies to --pretrain-head cosine, not linear"
-    assert (
-        train_cli.main([*args, *TINY, "--pretrain-head", "cosine", "--pretrain-cosine-scale", "0"])
-        == 2
-    )
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "--pretrain-cosine-scale 0.0: expected > 0" in err
+    bad_scale = ["--pretrain-head", "cosine", "--pretrain-cosine-scale", "0"]
+    assert train_cli.main([*args, *TINY, *bad_scale]) == 2
+    assert capsys.readouterr().err.strip() == "error: --pretrain-cosine-scale 0.0: expected > 0"
+    with pytest.raises(SystemExit):  # argparse's choices
+        train_cli.main([*args, *TINY, "--pretrain-head", "arcface"])
+    assert "argument --pretrain-head: invalid choice: 'arcface'" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_recipes_head_can_be_overridden_alone(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    argv = ["--recipe", "meta_dataset/knn", "--synthetic", "--output", str(run), *TINY]
+    argv += ["--episodes", "2", "--validation-episodes", "0", "--batch-size", "8"]
+    assert train_cli.main([*argv, "--pretrain-head", "linear"]) == 0
+    config = json.loads((run / "config.json").read_text())
+    assert config["learner"]["options"]["pretrain_head"] == "linear"
+    assert config["extra"]["recipe_overrides"]["pretrain_head"] == {
+        "recipe": "cosine",
+        "given": "linear",
+    }
+    model = torch.load(run / "checkpoints" / "last.pt", weights_only=True)["model"]
+    assert "classifier.layer.v" in model and "classifier.layer.g" in model  # weight norm kept
 
 
 OTHER_METHODS = [m for m in method_names() if m not in methods_sharing(MulticlassConfig)]

@@ -76,8 +76,8 @@ class MulticlassConfig(MethodConfig):
     )
     pretrain_cosine_scale: float = option(
         10.0,
-        "--pretrain-head cosine: multiplier of the cosine logits (Meta-Dataset's "
-        "cosine_logits_multiplier)",
+        "multiplier of the cosine logits (Meta-Dataset's cosine_logits_multiplier; used by "
+        "--pretrain-head cosine only, so that a recipe's head can be overridden alone)",
         above=0,
     )
     pretrain_weight_norm: bool = option(
@@ -148,15 +148,6 @@ class MulticlassConfig(MethodConfig):
     train_class_ids: list[int] = option(
         [], "the training classes (learners.train fills them from the split)", cli=False
     )
-
-    def check(self) -> None:
-        super().check()
-        default = type(self).__dataclass_fields__["pretrain_cosine_scale"].default
-        if self.pretrain_head != "cosine" and self.pretrain_cosine_scale != default:
-            raise ValueError(
-                f"--pretrain-cosine-scale {self.pretrain_cosine_scale} applies to "
-                f"--pretrain-head cosine, not {self.pretrain_head}"
-            )
 
     def head_options(self) -> HeadOptions:
         return HeadOptions(
