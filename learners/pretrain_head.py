@@ -14,8 +14,8 @@ Meta-Dataset's classifier, W (dim, classes) with columns w_c:
 - no weight norm: W truncated normal with std 0.1 (weight decay applies), b = 0.1
   (`functional_backbones.weight_variable` / `bias_variable`).
 The formula is `learners.md_finetune.MDHead`'s, the same layer the Finetune baseline fits per
-episode; this module adds the one-time initialisation on a training batch (moments over every
-rank's batch when training on several processes, so the ranks stay identical).
+episode; this module adds the one-time initialisation on a training batch (rank 0's under
+torchrun, so that the ranks stay identical and match one process).
 """
 
 from __future__ import annotations
@@ -25,13 +25,11 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from learners.md_finetune import MDFinetuneOptions, MDHead
 
 HEADS = ("linear", "cosine")
-WEIGHT_NORM_EPSILON = 1e-10  # functional_classifiers.linear_classifier: 1 / sqrt(var + 1e-10)
 
 
 @dataclass(frozen=True)
@@ -82,28 +80,16 @@ class MetaDatasetClassifier(nn.Module):
 
     @torch.no_grad()
     def data_dependent_init(self, features: torch.Tensor) -> None:
-        """g (and b) from the moments of x v / |v| over this batch (over every rank's batch
-        when a process group is running), in float64, outside autocast."""
+        """g (and b) from this batch (`MDHead.data_dependent_init`, outside autocast); under
+        several processes rank 0's values on every rank: rank 0's first batch is the first
+        batch one process with the whole meta-batch initialises from (`ShardPlan`)."""
         layer = self.layer
         with torch.autocast(device_type=features.device.type, enabled=False):
-            x = features.detach().double()
-            outputs = x @ F.normalize(layer.v.detach().double(), dim=0)
-            sums = torch.stack(
-                [
-                    torch.full_like(outputs[0], outputs.shape[0]),
-                    outputs.sum(dim=0),
-                    outputs.pow(2).sum(dim=0),
-                ]
-            )
-            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-                dist.all_reduce(sums)
-            count, total, squares = sums
-            mean = total / count
-            var = (squares / count - mean.pow(2)).clamp(min=0)
-            gain = torch.rsqrt(var + WEIGHT_NORM_EPSILON)
-        layer.g.copy_(gain.to(layer.g.dtype))
-        if layer.b is not None:
-            layer.b.copy_((-mean * gain).to(layer.b.dtype))
+            layer.data_dependent_init(features.detach().to(layer.v.dtype))
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            for tensor in (layer.g, layer.b):
+                if tensor is not None:
+                    dist.broadcast(tensor.data, src=0)
         self.initialised.fill_(1)
         self.needs_init = False
 

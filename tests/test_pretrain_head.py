@@ -28,6 +28,14 @@ from learners.synthetic_episodes import (
     SyntheticEpisodeConfig,
     SyntheticEpisodeSource,
 )
+from tests.test_distributed_training import TINY as RANK_TINY
+from tests.test_distributed_training import (
+    TOLERANCE,
+    losses,
+    max_differences,
+    torchrun,
+    train_one_process,
+)
 
 torch.set_num_threads(1)
 
@@ -305,3 +313,17 @@ def test_a_cosine_checkpoint_loads_with_its_head_and_batches_under_vmap(cosine_r
     assert [tuple(x.shape) for x in logits] == [(15, 5), (15, 5)]
     assert all(torch.isfinite(x).all() for x in logits)
     assert torch.equal(copy.classifier.layer.g, saved["classifier.layer.g"])  # not re-initialised
+
+
+def test_two_ranks_initialise_the_head_as_one_process(tmp_path: Path) -> None:
+    """torchrun, 2 ranks x 1 batch against one process with --meta-batch 2: g is set from
+    rank 0's first batch (the first batch of the one process) and broadcast, so the weights and
+    losses are those of one process."""
+    common = ["--method", "multiclass", *RANK_TINY, "--batch-size", "8", "--episodes", "4"]
+    common += ["--checkpoint-every", "4", "--pretrain-head", "cosine", "--pretrain-weight-norm"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    train_one_process([*common, "--meta-batch", "2", "--output", str(one)])
+    torchrun("learners.train", [*common, "--output", str(two)])
+    params, buffers = max_differences(one, two)
+    assert params <= TOLERANCE and buffers <= TOLERANCE, (params, buffers)
+    assert losses(two) == pytest.approx(losses(one), abs=1e-5)
