@@ -28,6 +28,7 @@ from learners.synthetic_episodes import (
     SyntheticEpisodeConfig,
     SyntheticEpisodeSource,
 )
+from splits.embeddings.feature_extractor import load_feature_extractor
 from tests.test_distributed_training import TINY as RANK_TINY
 from tests.test_distributed_training import (
     TOLERANCE,
@@ -297,6 +298,8 @@ def test_a_cosine_checkpoint_loads_with_its_head_and_batches_under_vmap(cosine_r
     assert not torch.equal(
         saved["classifier.layer.g"], torch.ones_like(saved["classifier.layer.g"])
     )
+    backbone, _, info = load_feature_extractor(cosine_run)  # splits.embeddings: the backbone
+    assert (info.method, info.step, info.feature_dim) == ("knn", 6, backbone.out_dim)
     finetune = learner_config(
         "finetune", **{**json.loads((cosine_run / "config.json").read_text())["learner"]["options"],
                        "inference": "finetune", "finetune_epochs": 1},
