@@ -7,7 +7,9 @@ lambda ~ Beta(alpha, alpha), drawn per sample and folded to max(lambda, 1 - lamb
 MixUpCallback does for the authors' pretrain.py) and, with
 `pretrain_augment`, the augmentation of A.4, "the same for both pre-training and fine-tuning".
 Meta-Dataset's and ATG's baselines pre-train with plain cross-entropy and no augmentation
-(`--label-smoothing 0 --mixup-alpha 0 --no-pretrain-augment`, their recipes). Inference on an episode uses
+(`--label-smoothing 0 --mixup-alpha 0 --no-pretrain-augment`, their recipes); Meta-Dataset's
+classifier is a weight-normalised cosine one (`--pretrain-head cosine --pretrain-weight-norm`,
+`learners.pretrain_head`; the default stays a linear layer). Inference on an episode uses
 the feature extractor (network without its last linear layer) with the prototype classifier or
 k-NN, or the whole network's logits for support-based initialisation and (transductive)
 fine-tuning.
@@ -33,7 +35,15 @@ from learners.finetune import (
 from learners.finetune_augment import augment_images
 from learners.knn import KNN_METRICS, knn_logits
 from learners.learner import Learner
+from learners.learner_config import LearnerConfig
 from learners.md_finetune import MDFinetuneOptions, md_finetune_query_logits
+from learners.pretrain_head import (
+    HEADS,
+    HeadOptions,
+    MetaDatasetClassifier,
+    exempt_from_weight_decay,
+    pretrain_classifier,
+)
 from learners.prototypes import class_prototypes, prototype_logits
 from learners.registry import register_learner
 
@@ -73,6 +83,23 @@ class MulticlassConfig(MethodConfig):
     )
     pretrain_augment: bool = option(
         True, "pre-train on batches with the augmentation of Dhillon et al. A.4"
+    )
+    pretrain_head: str = option(
+        "linear",
+        "classifier over the training classes: linear (x W + b), or cosine (Meta-Dataset's "
+        "cosine_classifier: scale * cos(x, w_c), no bias)",
+        choices=HEADS,
+    )
+    pretrain_cosine_scale: float = option(
+        10.0,
+        "multiplier of the cosine logits (Meta-Dataset's cosine_logits_multiplier; used by "
+        "--pretrain-head cosine only, so that a recipe's head can be overridden alone)",
+        above=0,
+    )
+    pretrain_weight_norm: bool = option(
+        False,
+        "weight-normalised classifier, w_c = g_c v_c / |v_c|, g and b set from the first batch "
+        "(Meta-Dataset's use_weight_norm)",
     )
     inference: str = option(
         "protonet",
@@ -138,6 +165,11 @@ class MulticlassConfig(MethodConfig):
         [], "the training classes (learners.train fills them from the split)", cli=False
     )
 
+    def head_options(self) -> HeadOptions:
+        return HeadOptions(
+            self.pretrain_head, self.pretrain_cosine_scale, self.pretrain_weight_norm
+        )
+
     def md_finetune_options(self) -> MDFinetuneOptions:
         return MDFinetuneOptions(
             steps=self.md_finetune_steps,
@@ -195,17 +227,27 @@ def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Ten
 @register_learner("support_init", options=MulticlassConfig, fixed={"inference": "support_init"})
 @register_learner("md_finetune", options=MulticlassConfig, fixed={"inference": "md_finetune"})
 class MulticlassLearner(Learner):
-    """Backbone + linear layer over `options.train_class_ids`, trained on (images, ids) batches."""
+    """Backbone + classifier over `options.train_class_ids` (linear, or Meta-Dataset's cosine /
+    weight-normalised one: `learners.pretrain_head`), trained on (images, ids) batches."""
 
     stream = "batches"
     options: MulticlassConfig
 
+    def __init__(self, config: LearnerConfig):
+        super().__init__(config)
+        classifier = self.classifier
+        if isinstance(classifier, MetaDatasetClassifier):
+            assert self.optimizer is not None
+            exempt_from_weight_decay(self.optimizer, classifier.undecayed_parameters())
+
     def add_modules(self) -> None:
-        """The linear layer over the training classes and the sorted table of their ids."""
+        """The classifier over the training classes and the sorted table of their ids."""
         class_ids = self.options.train_class_ids
         if len(class_ids) < 2:
             raise ValueError("multiclass pre-training needs the list of >= 2 training class ids")
-        self.classifier = nn.Linear(self.backbone.out_dim, len(class_ids))
+        self.classifier = pretrain_classifier(
+            self.backbone.out_dim, len(class_ids), self.options.head_options()
+        )
         ids = torch.tensor(sorted(class_ids), dtype=torch.long)
         self.register_buffer("class_id_table", ids, persistent=False)
 
