@@ -8,6 +8,7 @@ per image (flattened maps for CNN4, global average pooling for the residual netw
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -40,6 +41,26 @@ class BackboneConfig:
     dropblock: bool = False
     dropblock_rate: float = 0.1
     track_running_stats: bool = True
+    input_alignment: str = "none"  # "deeplab": ResNet-18 resizes its input (deeplab_aligned_size)
+
+
+# How ResNet-18 sizes its input: as given, or Meta-Dataset's DeepLab alignment.
+INPUT_ALIGNMENTS = ("none", "deeplab")
+
+
+def deeplab_aligned_size(size: int) -> int:
+    """The side Meta-Dataset's ResNet-18 resizes an image of side `size` to before its first
+    convolution: the next multiple of 32, plus one (the DeepLab feature-alignment rule;
+    meta_dataset/models/functional_backbones.py `_resnet`, `deeplab_alignment=True` by default):
+    42, 84, 126, 168, 224 -> 65, 97, 129, 193, 225."""
+    return math.ceil(size / 32) * 32 + 1
+
+
+def deeplab_align(images: torch.Tensor) -> torch.Tensor:
+    """`images` (N, C, H, W, square) bilinearly resized to `deeplab_aligned_size`, corners
+    aligned as TensorFlow's `resize_bilinear(..., align_corners=True)` does."""
+    side = deeplab_aligned_size(int(images.shape[-1]))
+    return F.interpolate(images, size=(side, side), mode="bilinear", align_corners=True)
 
 
 def canonical_backbone_name(name: str) -> str:
@@ -254,9 +275,12 @@ class ResNet18(Backbone):
             ]
             in_ch = out_ch
         self.stages = nn.Sequential(*stages)
+        self.deeplab_alignment = config.input_alignment == "deeplab"
         self._set_out_dim(config.image_size)
 
     def feature_map(self, images: torch.Tensor) -> torch.Tensor:
+        if self.deeplab_alignment:
+            images = deeplab_align(images)
         return self.stages(self.stem(images))
 
 
@@ -310,6 +334,11 @@ def build_backbone(config: BackboneConfig) -> Backbone:
     name = canonical_backbone_name(config.name)
     if config.image_size < 16:
         raise ValueError(f"image_size must be >= 16 pixels, got {config.image_size}")
+    if config.input_alignment != "none" and name != "resnet18":
+        raise ValueError(
+            f"--input-alignment {config.input_alignment} applies to --backbone resnet18 "
+            f"(Meta-Dataset's ResNet-18), not {name}"
+        )
     if name == "cnn4":
         return CNN4(config)
     if name == "resnet12":

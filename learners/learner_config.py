@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from episodes.images.image_size_limit import MAX_IMAGE_SIDE
-from learners.backbones import BACKBONES, BackboneConfig
+from learners.backbones import BACKBONES, INPUT_ALIGNMENTS, BackboneConfig
 from learners.batch_norm import BATCH_NORM_MODES
 from learners.config_fields import MethodConfig, check_fields, option
 from learners.lr_schedule import LR_SCHEDULES, ScheduleConfig
@@ -76,6 +76,12 @@ class LearnerConfig:
         "pixels to inputs: imagenet (mean/std) or meta-dataset (scaled to [-1, 1])",
         choices=INPUT_SCALINGS,
     )
+    input_alignment: str = option(
+        "none",
+        "deeplab: ResNet-18 resizes its input to the next multiple of 32 plus one (126 -> 129), "
+        "as Meta-Dataset's (functional_backbones._resnet); none: as given",
+        choices=INPUT_ALIGNMENTS,
+    )
     options: MethodConfig | None = option(None, "the method's own options", cli=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,4 +113,5 @@ class LearnerConfig:
             width=self.width,
             dropblock=self.dropblock,
             track_running_stats=track_running_stats,
+            input_alignment=self.input_alignment,
         )

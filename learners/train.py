@@ -39,6 +39,7 @@ from learners.backbone_init import (
     read_backbone_init,
     write_record,
 )
+from learners.backbones import canonical_backbone_name
 from learners.config_fields import cli_fields
 from learners.config_flags import add_config_flags, given_values
 from learners.device import choose_loading, make_deterministic, resolve_device
@@ -457,6 +458,26 @@ def _start_backbone(config: RunConfig, out: str, learner: Any, started: list[Bac
     started.append(init)
 
 
+def _follow_backbone_override(
+    args: argparse.Namespace, overridden: dict[str, Any], ranks: RankInfo
+) -> None:
+    """A recipe's ResNet-18 input alignment goes with its backbone: `--backbone` given in its
+    place drops it (with a note, recorded as an override), where `--input-alignment` given
+    with another backbone is refused."""
+    if "backbone" not in overridden or "input_alignment" in overridden:
+        return
+    if args.input_alignment == "none" or canonical_backbone_name(args.backbone) == "resnet18":
+        return
+    overridden["input_alignment"] = args.input_alignment
+    if ranks.is_writer:
+        print(
+            f"note: --backbone {args.backbone} replaces the recipe's {overridden['backbone']}, "
+            f"and with it its --input-alignment {args.input_alignment} (ResNet-18 only)",
+            file=sys.stderr,
+        )
+    args.input_alignment = "none"
+
+
 def _validated_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, RunConfig]:
     """Parsed and checked options. Every rank checks the same options, so only rank 0 prints a
     refusal (or a note); the others end quietly with the same status."""
@@ -474,6 +495,8 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
     parser = build_parser()
     recipe, overridden = apply_recipe(parser, argv)
     args = parser.parse_args(argv)
+    if recipe is not None:
+        _follow_backbone_override(args, overridden, ranks)
     config = run_config_from_args(args, ranks)
     if recipe is not None:
         config.extra.update(recipe_record(recipe, overridden, args))

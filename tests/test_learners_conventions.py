@@ -426,6 +426,59 @@ def test_meta_datasets_wide_resnet_is_wrn_16_2_with_128_features() -> None:
     assert len(convs) == 1 + 3 * 2 * 2  # stem + 3 groups x 2 blocks x 2 convs (depth 16 - 3)
 
 
+def _bilinear_align_corners(image: np.ndarray, side: int) -> np.ndarray:
+    """TensorFlow's resize_bilinear(align_corners=True) re-typed: output pixel i samples the
+    input at i * (n - 1) / (side - 1), interpolating the four neighbours (one channel)."""
+    n = image.shape[0]
+    coords = np.arange(side) * (n - 1) / (side - 1)
+    low = np.floor(coords).astype(int)
+    high = np.minimum(low + 1, n - 1)
+    frac = coords - low
+    rows = image[low] * (1 - frac)[:, None] + image[high] * frac[:, None]
+    return rows[:, low] * (1 - frac)[None, :] + rows[:, high] * frac[None, :]
+
+
+def test_deeplab_alignment_resizes_resnet18_inputs_as_meta_dataset() -> None:
+    from learners.backbones import deeplab_align, deeplab_aligned_size
+
+    # the sizes functional_backbones._resnet's comment lists
+    assert [deeplab_aligned_size(s) for s in (42, 84, 126, 168, 224)] == [65, 97, 129, 193, 225]
+    image = torch.rand(
+        1, 1, 126, 126, dtype=torch.float64, generator=torch.Generator().manual_seed(3)
+    )
+    aligned = deeplab_align(image)
+    assert aligned.shape == (1, 1, 129, 129)
+    expected = _bilinear_align_corners(image[0, 0].numpy(), 129)
+    np.testing.assert_allclose(aligned[0, 0].numpy(), expected, rtol=0, atol=1e-12)
+    assert torch.equal(aligned[..., 0, 0], image[..., 0, 0])  # corners kept
+    assert torch.equal(aligned[..., -1, -1], image[..., -1, -1])
+
+
+def test_deeplab_alignment_is_what_the_resnet18_sees_and_is_refused_elsewhere() -> None:
+    from learners.backbones import deeplab_align
+
+    config = learner_config("protonet", backbone="resnet18", width=0.25, image_size=42)
+    plain = build_learner(config)
+    aligned = build_learner(
+        learner_config_from_dict({**config.to_dict(), "input_alignment": "deeplab"})
+    )
+    aligned.load_state_dict(plain.state_dict())
+    plain.eval(), aligned.eval()
+    images = torch.rand(2, 3, 42, 42)
+    with torch.no_grad():
+        assert torch.equal(aligned.backbone(images), plain.backbone(deeplab_align(images)))
+        assert not torch.allclose(aligned.backbone(images), plain.backbone(images))
+    assert LearnerConfig().input_alignment == "none"  # default, and what older runs load as
+    old = {k: v for k, v in config.to_dict().items() if k != "input_alignment"}
+    assert learner_config_from_dict(old).input_alignment == "none"
+    with pytest.raises(
+        ValueError, match="--input-alignment deeplab applies to --backbone resnet18"
+    ):
+        build_learner(learner_config("protonet", **TINY, input_alignment="deeplab"))
+    with pytest.raises(ValueError, match="input.alignment"):
+        learner_config("protonet", **TINY, input_alignment="tf").check()
+
+
 def test_a_hardness_extractor_sees_its_own_input_scaling() -> None:
     from learners.episode_batch import images_to_tensor
     from learners.hardness_model import _Extractor, renormalized

@@ -75,6 +75,27 @@ def test_a_flag_given_overrides_the_recipe(tmp_path) -> None:
     assert config["extra"]["recipe_overrides"]["batch_norm"]["given"] == "running"
 
 
+def test_another_backbone_drops_the_recipes_resnet18_alignment_and_says_so(
+    tmp_path, capsys
+) -> None:
+    argv = ["--recipe", "meta_dataset/protonet", "--synthetic", *TINY]
+    run = tmp_path / "run"
+    assert main([*argv, "--output", str(run)]) == 0  # TINY gives --backbone cnn4
+    err = capsys.readouterr().err
+    assert (
+        "note: --backbone cnn4 replaces the recipe's resnet18, and with it its "
+        "--input-alignment deeplab (ResNet-18 only)" in err
+    )
+    config = json.loads((run / "config.json").read_text())
+    assert config["learner"]["input_alignment"] == "none"
+    overrides = config["extra"]["recipe_overrides"]
+    assert overrides["input_alignment"] == {"recipe": "deeplab", "given": "none"}
+    given = [*argv, "--input-alignment", "deeplab", "--output", str(tmp_path / "given")]
+    assert main(given) == 2  # given with another backbone: refused, not dropped
+    assert "--input-alignment deeplab applies to --backbone resnet18" in capsys.readouterr().err
+    assert not (tmp_path / "given").exists()
+
+
 def test_bad_recipes_are_refused_in_one_line(tmp_path, capsys) -> None:
     assert main(["--recipe", "meta_dataset/nothing", "--synthetic", "--output", str(tmp_path)])
     error = capsys.readouterr().err.strip()
