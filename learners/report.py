@@ -16,8 +16,8 @@ Subcommands (EVAL is an evaluation folder holding summary.json, episodes.csv, cl
                                 Kendall tau of validation vs test rankings of snapshots
 
 A `ranks` column of N >= 2 seeds shows, per source, the mean of the seeds' mean accuracies and
-the 95% CI of that mean across seeds (`SeedSummary.seed_ci95`, 1.96 * sample std / sqrt(N)): the
-spread a table over training seeds reports (FIX-ML's Table 5 gives the seeds' std), as a CI
+the 95% CI of that mean across seeds (`SeedSummary.seed_ci95`: Student's t(0.975, N - 1) *
+sample std / sqrt(N), since N is a handful of seeds, not hundreds of episodes): the spread a table over training seeds reports (FIX-ML's Table 5 gives the seeds' std), as a CI
 half-width because the ranks' tie test (Meta-Dataset A.5) compares 95% CIs of means. The mean
 episode CI (`episode_ci95`) would leave out how much training itself varies. A column of one
 evaluation keeps its episode CI, as before.
@@ -44,12 +44,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from episodes.util.cli_errors import run_main, user_faults  # noqa: E402
 from episodes.util.cli_style import command_parser, finite_float  # noqa: E402
 from learners.metrics import (  # noqa: E402
-    Z_95,
     average_ranks,
     divergence_slope,
     grouped_summaries,
     kendall_tau,
     regression_line,
+    t_95,
 )
 from learners.run_dir import RESUMABLE_CHANGES  # noqa: E402
 from learners.training_loop import VALIDATION_LOG  # noqa: E402
@@ -357,7 +357,7 @@ class SeedSummary:
 
     @property
     def seed_ci95(self) -> float:
-        return Z_95 * self.seed_std / math.sqrt(len(self.means))
+        return t_95(len(self.means)) * self.seed_std / math.sqrt(len(self.means))
 
     @property
     def episode_ci95(self) -> float:

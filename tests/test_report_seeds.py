@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from learners import report
-from learners.metrics import Z_95, divergence_slope, rank_with_ties
+from learners.metrics import divergence_slope, rank_with_ties, t_95
 
 
 def _evaluation(
@@ -146,12 +146,13 @@ def test_ranks_of_one_evaluation_per_configuration_are_unchanged(
 
 # ProtoNet trained with seeds 0, 1, 2 (each seed's evaluation with its own number of episodes
 # per source) and MAML with one seed: (mean, ci95, episodes) per source.
+T_975_2DF = 4.302653  # Student's t quantile, 0.975, 2 degrees of freedom
 PROTONET_SEEDS = {
     "omniglot/test": ((0.90, 0.010, 600), (0.92, 0.012, 300), (0.94, 0.020, 100)),
     "aircraft/test": ((0.60, 0.020, 600), (0.61, 0.020, 600), (0.62, 0.020, 600)),
     "cu_birds/test": ((0.70, 0.020, 600), (0.80, 0.020, 600), (0.75, 0.020, 600)),
 }
-MAML = {"omniglot/test": (0.89, 0.005, 600), "aircraft/test": (0.66, 0.01, 600)}
+MAML = {"omniglot/test": (0.85, 0.005, 600), "aircraft/test": (0.66, 0.01, 600)}
 MAML["cu_birds/test"] = (0.70, 0.01, 600)
 
 
@@ -176,7 +177,8 @@ def test_ranks_collapse_seeds_into_the_mean_of_their_means(tmp_path, monkeypatch
         means = [mean for mean, _, _ in seeds]
         mean, ci = table[source]["protonet (3 seeds)"]
         assert mean == pytest.approx(sum(means) / 3, abs=1e-12)  # unweighted by episodes
-        assert ci == pytest.approx(Z_95 * statistics.stdev(means) / math.sqrt(3), abs=1e-12)
+        # Student's t at 0.975 with 2 degrees of freedom (a t table's 4.3027), not 1.96
+        assert ci == pytest.approx(T_975_2DF * statistics.stdev(means) / math.sqrt(3), rel=1e-6)
         assert table[source]["maml"] == MAML[source][:2]
     pooled = sum(m * n for m, _, n in PROTONET_SEEDS["omniglot/test"]) / 1000
     assert abs(table["omniglot/test"]["protonet (3 seeds)"][0] - pooled) > 0.005
@@ -185,12 +187,12 @@ def test_ranks_collapse_seeds_into_the_mean_of_their_means(tmp_path, monkeypatch
     rows = [line.split("  ") for line in capsys.readouterr().out.splitlines()]
     rows = [[cell.strip() for cell in row if cell.strip()] for row in rows]
     assert rows[0] == ["Test Source", "maml", "protonet (3 seeds)"]
-    # protonet's 92.00 +- 2.26 beats maml's 89.00 +- 0.50 on omniglot; maml's 66 beats 61.00
-    # +- 1.13 on aircraft; 75.00 +- 5.66 and 70.00 +- 1.00 on cu_birds are a tie (1.5 each),
+    # protonet's 92.00 +- 4.97 beats maml's 85.00 +- 0.50 on omniglot; maml's 66 beats 61.00
+    # +- 2.48 on aircraft; 75.00 +- 12.42 and 70.00 +- 1.00 on cu_birds are a tie (1.5 each),
     # where seed 1 alone (80 +- 2) would have won.
-    assert rows[1] == ["omniglot/test", "89.00 +- 0.50 (2)", "92.00 +- 2.26 (1)"]
-    assert rows[2] == ["aircraft/test", "66.00 +- 1.00 (1)", "61.00 +- 1.13 (2)"]
-    assert rows[3] == ["cu_birds/test", "70.00 +- 1.00 (1.5)", "75.00 +- 5.66 (1.5)"]
+    assert rows[1] == ["omniglot/test", "85.00 +- 0.50 (2)", "92.00 +- 4.97 (1)"]
+    assert rows[2] == ["aircraft/test", "66.00 +- 1.00 (1)", "61.00 +- 2.48 (2)"]
+    assert rows[3] == ["cu_birds/test", "70.00 +- 1.00 (1.5)", "75.00 +- 12.42 (1.5)"]
     assert rows[4] == ["Avg. rank", "1.50", "1.50"]
     for row in rows[1:4]:  # the ranks of the collapsed columns, as metrics ranks them
         ranks = rank_with_ties(table[row[0]])
@@ -239,3 +241,11 @@ def test_ranks_refuse_seeds_of_runs_whose_folders_are_gone(tmp_path, capsys) -> 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "training seed of" in err and "pass --per-run" in err
     assert report.main(["ranks", "--per-run", *evals]) == 0
+
+
+def test_the_seed_ci_factor_is_students_t_with_n_minus_1_degrees_of_freedom() -> None:
+    # a t table's two-sided 95% values for 1, 2, 4 and 30 degrees of freedom
+    for n, table in ((2, 12.706), (3, 4.303), (5, 2.776), (31, 2.042)):
+        assert t_95(n) == pytest.approx(table, abs=5e-4)
+    assert t_95(1) == 0.0 and t_95(0) == 0.0  # one seed: no spread to scale
+    assert t_95(10**6) == pytest.approx(1.96, abs=1e-3)  # the normal's limit (Z_95)
