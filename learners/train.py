@@ -458,24 +458,21 @@ def _start_backbone(config: RunConfig, out: str, learner: Any, started: list[Bac
     started.append(init)
 
 
-def _follow_backbone_override(
-    args: argparse.Namespace, overridden: dict[str, Any], ranks: RankInfo
-) -> None:
+def _follow_backbone_override(args: argparse.Namespace, overridden: dict[str, Any]) -> str | None:
     """A recipe's ResNet-18 input alignment goes with its backbone: `--backbone` given in its
-    place drops it (with a note, recorded as an override), where `--input-alignment` given
-    with another backbone is refused."""
+    place drops it (recorded as an override; returns the note saying so), where
+    `--input-alignment` given with another backbone is refused."""
     if "backbone" not in overridden or "input_alignment" in overridden:
-        return
+        return None
     if args.input_alignment == "none" or canonical_backbone_name(args.backbone) == "resnet18":
-        return
+        return None
     overridden["input_alignment"] = args.input_alignment
-    if ranks.is_writer:
-        print(
-            f"note: --backbone {args.backbone} replaces the recipe's {overridden['backbone']}, "
-            f"and with it its --input-alignment {args.input_alignment} (ResNet-18 only)",
-            file=sys.stderr,
-        )
+    note = (
+        f"note: --backbone {args.backbone} replaces the recipe's {overridden['backbone']}, "
+        f"and with it its --input-alignment {args.input_alignment} (ResNet-18 only)"
+    )
     args.input_alignment = "none"
+    return note
 
 
 def _validated_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, RunConfig]:
@@ -495,9 +492,10 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
     parser = build_parser()
     recipe, overridden = apply_recipe(parser, argv)
     args = parser.parse_args(argv)
-    if recipe is not None:
-        _follow_backbone_override(args, overridden, ranks)
+    note = _follow_backbone_override(args, overridden) if recipe is not None else None
     config = run_config_from_args(args, ranks)
+    if note and ranks.is_writer:  # after the checks: a refusal stays one line
+        print(note, file=sys.stderr)
     if recipe is not None:
         config.extra.update(recipe_record(recipe, overridden, args))
     return args, config
