@@ -106,6 +106,13 @@ def _distinct_names(names: Sequence[str], places: Sequence[str]) -> list[str]:
 # --- average rank table ------------------------------------------------------------------
 
 
+# Printed under a ranks table with a column of several seeds: its +- is not an episode CI.
+SEEDS_FOOTNOTE = (
+    "+-: the 95% CI across training seeds (Student's t) in columns of N seeds, over test "
+    "episodes in the others"
+)
+
+
 def rank_table(
     evaluations: Sequence[Evaluation], per_run: bool = False
 ) -> dict[str, dict[str, tuple[float, float]]]:
@@ -540,7 +547,10 @@ def run(args: argparse.Namespace) -> str:
         return f"Kendall tau between validation and test rankings of {count} snapshots: {tau:.3f}"
     evaluations = [load_evaluation(folder) for folder in args.evals]
     if args.command == "ranks":
-        return format_rank_table(rank_table(evaluations, args.per_run))
+        text = format_rank_table(rank_table(evaluations, args.per_run))
+        if not args.per_run and any(len(g) > 1 for g in seed_groups(evaluations)):
+            text += "\n" + SEEDS_FOOTNOTE
+        return text
     if args.command == "hardness":
         lines = plot_hardness(evaluations, Path(args.output))
         text = "\n".join(

@@ -194,6 +194,7 @@ def test_ranks_collapse_seeds_into_the_mean_of_their_means(tmp_path, monkeypatch
     assert rows[2] == ["aircraft/test", "66.00 +- 1.00 (1)", "61.00 +- 2.48 (2)"]
     assert rows[3] == ["cu_birds/test", "70.00 +- 1.00 (1.5)", "75.00 +- 12.42 (1.5)"]
     assert rows[4] == ["Avg. rank", "1.50", "1.50"]
+    assert rows[5] == [report.SEEDS_FOOTNOTE] and len(rows) == 6  # which CI is which
     for row in rows[1:4]:  # the ranks of the collapsed columns, as metrics ranks them
         ranks = rank_with_ties(table[row[0]])
         assert [cell.split()[-1] for cell in row[1:]] == [f"({ranks[m]:g})" for m in rows[0][1:]]
