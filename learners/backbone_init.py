@@ -82,12 +82,12 @@ def read_backbone_init(path: str | os.PathLike, target: Learner) -> BackboneInit
                 f"backbone ({theirs}) but {tuple(tensor.shape)} in this run's ({here}): start "
                 "from a run with the same --backbone and --width"
             )
-    extra = sorted(k for k in weights if k not in ours)
-    if any(not _is_running_statistic(k) for k in extra):
-        name = next(k for k in extra if not _is_running_statistic(k))
+    # BatchNorm statistics this run does not keep (support or episode moments) are dropped
+    unexpected = sorted(k for k in weights if k not in ours and not _is_running_statistic(k))
+    if unexpected:
         raise ValueError(
-            f"{OPTION} {checkpoint}: its backbone ({theirs}) has {name}, which this run's "
-            f"({here}) does not: start from a run with the same --backbone and --width"
+            f"{OPTION} {checkpoint}: its backbone ({theirs}) has {unexpected[0]}, which this "
+            f"run's ({here}) does not: start from a run with the same --backbone and --width"
         )
     kept = {k: v for k, v in weights.items() if k in ours}
     return BackboneInit(

@@ -129,7 +129,7 @@ def test_another_backbone_is_refused_in_one_line_before_anything_is_written(
     assert not run.exists()
 
 
-def test_a_missing_or_foreign_source_is_refused_in_one_line(tmp_path, capsys):
+def test_a_missing_or_foreign_source_is_refused_in_one_line(baseline, tmp_path, capsys):
     run = tmp_path / "run"
     missing = tmp_path / "nothing"
     assert train_cli.main(_args("protonet", run, 2, "--init-from", str(missing))) == 2
@@ -142,4 +142,12 @@ def test_a_missing_or_foreign_source_is_refused_in_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"error: --init-from {foreign}: the checkpoint holds no backbone weights\n"
     )
+    extended = tmp_path / "extended.pt"
+    payload = torch.load(baseline / "checkpoints" / "last.pt", weights_only=True)
+    payload["model"]["backbone.extra.weight"] = torch.zeros(3, 3)
+    torch.save(payload, extended)
+    assert train_cli.main(_args("protonet", run, 2, "--init-from", str(extended))) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --init-from {extended}: its backbone (cnn4 width 0.25) has ")
+    assert "has extra.weight, which this run's (cnn4 width 0.25) does not" in err
     assert not run.exists()
