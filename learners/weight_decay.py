@@ -20,17 +20,24 @@ from torch import nn
 WEIGHT_DECAY_FORMS = ("coupled", "decoupled")
 
 
-def decay_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def decay_groups(
+    module: nn.Module, weight_decay: float, undecayed: Iterable[nn.Parameter] = ()
+) -> list[dict[str, Any]]:
     """Two parameter groups of `module`'s trainable parameters: those with ndim > 1 with
-    `weight_decay`, the rest (BatchNorm parameters, biases) with none."""
-    decay, no_decay = [], []
+    `weight_decay`, the rest (BatchNorm parameters, biases) with none, followed there by the
+    `undecayed` ones of ndim > 1 (those a method's reference puts no L2 regulariser on)."""
+    exempt = {id(p) for p in undecayed}
+    decay, no_decay, exempted = [], [], []
     for parameter in module.parameters():
         if not parameter.requires_grad:
             continue
-        (no_decay if parameter.ndim <= 1 else decay).append(parameter)
+        if parameter.ndim <= 1:
+            no_decay.append(parameter)
+        else:
+            (exempted if id(parameter) in exempt else decay).append(parameter)
     return [
         {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+        {"params": no_decay + exempted, "weight_decay": 0.0},
     ]
 
 

@@ -28,6 +28,7 @@ from learners.synthetic_episodes import (
     SyntheticEpisodeConfig,
     SyntheticEpisodeSource,
 )
+from learners.weight_decay import DecoupledSGD
 from splits.embeddings.feature_extractor import load_feature_extractor
 from tests.test_distributed_training import TINY as RANK_TINY
 from tests.test_distributed_training import (
@@ -123,7 +124,7 @@ def test_weight_norm_init_waits_for_a_training_batch_and_is_saved() -> None:
     assert torch.equal(fresh.layer.g, g)
 
 
-def pretraining(head: str, weight_norm: bool, scale: float, method: str = "multiclass"):
+def pretraining(head: str, weight_norm: bool, scale: float, method: str = "multiclass", **extra):
     return learner_config(
         method,
         backbone="cnn4",
@@ -136,6 +137,7 @@ def pretraining(head: str, weight_norm: bool, scale: float, method: str = "multi
         pretrain_head=head,
         pretrain_weight_norm=weight_norm,
         pretrain_cosine_scale=scale,
+        **extra,
     )
 
 
@@ -154,16 +156,24 @@ def test_a_few_training_steps_lower_the_loss(head, weight_norm, scale) -> None:
     assert np.mean(losses[-6:]) < np.mean(losses[:6]), losses
 
 
-def test_weight_norm_direction_has_no_weight_decay_and_a_cosine_weight_has() -> None:
+@pytest.mark.parametrize(
+    "optimizer, form", [("adam", "coupled"), ("adam", "decoupled"), ("sgd", "coupled"),
+                        ("sgd", "decoupled")],
+)  # fmt: skip
+def test_weight_norm_direction_has_no_weight_decay_and_a_cosine_weight_has(optimizer, form) -> None:
     """The reference regularises `weight_variable` (no weight norm) and not w_fc under weight
-    norm; gains and biases never."""
+    norm; gains and biases never. Under every optimiser and decay form (`DecoupledSGD` keeps
+    its groups' decay as `decoupled_weight_decay`, their `weight_decay` 0)."""
     for weight_norm in (True, False):
-        learner = build_learner(pretraining("cosine", weight_norm, 10.0))
+        learner = build_learner(
+            pretraining("cosine", weight_norm, 10.0, optimizer=optimizer, weight_decay_form=form)
+        )
         v = learner.classifier.layer.v
+        key = (
+            "decoupled_weight_decay" if type(learner.optimizer) is DecoupledSGD else "weight_decay"
+        )
         decay = {
-            id(p): group["weight_decay"]
-            for group in learner.optimizer.param_groups
-            for p in group["params"]
+            id(p): group[key] for group in learner.optimizer.param_groups for p in group["params"]
         }
         assert decay[id(v)] == (0.0 if weight_norm else 1e-3)
         assert len(decay) == len(list(learner.parameters()))  # none lost, none twice
