@@ -18,11 +18,9 @@ from learners import evaluate
 from learners import train as train_cli
 from learners.batched_inference import batched_query_logits
 from learners.checkpoint_file import load_checkpoint_learner
-from learners.episode_source import EpisodeOptions
 from learners.methods.multiclass import MulticlassConfig
 from learners.pretrain_head import HeadOptions, MetaDatasetClassifier
 from learners.registry import build_learner, learner_config, method_names, methods_sharing
-from learners.run_dir import RunConfig
 from learners.synthetic_episodes import (
     SyntheticBatchSource,
     SyntheticEpisodeConfig,
@@ -38,11 +36,10 @@ from tests.test_distributed_training import (
     torchrun,
     train_one_process,
 )
+from tests.test_learners_cli import TINY, multiclass_config
 
 torch.set_num_threads(1)
 
-TINY = ["--backbone", "cnn4", "--width", "0.25", "--image-size", "28", "--no-progress"]
-TINY += ["--ways", "5", "--shots", "2", "--query", "3"]
 MD_HEADS = [("cosine", True), ("cosine", False), ("linear", True)]
 NEW_OPTIONS = ("pretrain_head", "pretrain_cosine_scale", "pretrain_weight_norm")
 
@@ -232,27 +229,10 @@ def test_other_methods_refuse_the_head_options_in_one_line(method, tmp_path, cap
     assert not run.exists()
 
 
-def multiclass_run(steps: int) -> RunConfig:
-    return RunConfig(
-        learner=learner_config(
-            "multiclass", backbone="cnn4", image_size=28, width=0.25, pretrain_augment=False,
-            label_smoothing=0.0, mixup_alpha=0.0,
-        ),
-        dataset="synthetic",
-        split_file=None,
-        episode_options=EpisodeOptions(ways=5, shots=2, query=3, image_size=28),
-        seed=3,
-        total_steps=steps,
-        checkpoint_every=4,
-        validation_episodes=1,
-        batch_size=16,
-    )  # fmt: skip
-
-
 def test_an_old_run_without_the_options_resumes_with_the_linear_head(tmp_path: Path) -> None:
     straight, old = tmp_path / "straight", tmp_path / "old"
-    train_cli.train(multiclass_run(8), str(straight), "cpu", progress=False)
-    train_cli.train(multiclass_run(8), str(old), "cpu", progress=False, stop_after=4)
+    train_cli.train(multiclass_config(8), str(straight), "cpu", progress=False)
+    train_cli.train(multiclass_config(8), str(old), "cpu", progress=False, stop_after=4)
     # make it a run saved before the options existed: config.json and its checkpoints lack them
     config = json.loads((old / "config.json").read_text())
     for name in NEW_OPTIONS:
@@ -264,7 +244,7 @@ def test_an_old_run_without_the_options_resumes_with_the_linear_head(tmp_path: P
             payload["config"]["options"].pop(name, None)
         torch.save(payload, path)
         assert not set(NEW_OPTIONS) & set(torch.load(path, weights_only=True)["config"]["options"])
-    result = train_cli.train(multiclass_run(8), str(old), "cpu", progress=False)
+    result = train_cli.train(multiclass_config(8), str(old), "cpu", progress=False)
     assert (result.start_step, result.end_step) == (4, 8)
     a = torch.load(straight / "checkpoints" / "last.pt", weights_only=True)["model"]
     b = torch.load(old / "checkpoints" / "last.pt", weights_only=True)["model"]
