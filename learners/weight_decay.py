@@ -46,18 +46,6 @@ class DecoupledSGD(torch.optim.SGD):
     before the step instead of entering the gradient (SGDW; fastai v1 `true_wd=True`).
     Parameters without a gradient are left alone, as torch's AdamW does."""
 
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float,
-        momentum: float = 0.0,
-        nesterov: bool = False,
-        weight_decay: float = 0.0,
-    ):
-        super().__init__(
-            params, lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay
-        )
-
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Each group's `weight_decay` becomes its decoupled decay; SGD's own stays 0."""
         super().add_param_group(param_group)
