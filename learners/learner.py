@@ -11,7 +11,7 @@ Non-episodic methods (multiclass pre-training) train with `fit_batch(images, cla
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,10 +30,13 @@ from learners.registry import resolved_config
 from learners.weight_decay import build_optimizer, decay_groups
 
 
-def make_optimizer(module: nn.Module, config: LearnerConfig) -> torch.optim.Optimizer:
+def make_optimizer(
+    module: nn.Module, config: LearnerConfig, undecayed: Iterable[nn.Parameter] = ()
+) -> torch.optim.Optimizer:
     """Adam or Nesterov SGD, weight decay coupled or decoupled (`--weight-decay-form`,
-    `learners.weight_decay`); BatchNorm parameters and biases are excluded from weight decay."""
-    groups = decay_groups(module, config.weight_decay)
+    `learners.weight_decay`); BatchNorm parameters, biases and `undecayed` are excluded from
+    weight decay."""
+    groups = decay_groups(module, config.weight_decay, undecayed)
     return build_optimizer(groups, config.optimizer, config.lr, config.weight_decay_form)
 
 
@@ -76,11 +79,16 @@ class Learner(nn.Module):
             self.config.backbone_config(track_running_stats=self.batch_norm == "running")
         )
         self.add_modules()
-        self.optimizer = make_optimizer(self, self.config)
+        self.optimizer = make_optimizer(self, self.config, self.undecayed_parameters())
 
     def add_modules(self) -> None:
         """Hook: the method's own modules and state, built after the backbone and before the
         optimiser (which then covers them); the base learner adds none."""
+
+    def undecayed_parameters(self) -> list[nn.Parameter]:
+        """Hook: weights (ndim > 1) the optimiser leaves without weight decay, as the method's
+        reference does; the base learner has none."""
+        return []
 
     def embed_episode(self, ep: EpisodeTensors, maps: bool = False) -> tuple[torch.Tensor, ...]:
         """(support, query) features (or feature maps) under the run's BatchNorm convention."""

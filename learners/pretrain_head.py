@@ -20,7 +20,6 @@ torchrun, so that the ranks stay identical and match one process).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -95,7 +94,7 @@ class MetaDatasetClassifier(nn.Module):
 
     def undecayed_parameters(self) -> list[nn.Parameter]:
         """The parameters the reference puts no L2 regulariser on beyond biases and gains:
-        the direction v of a weight-normalised layer."""
+        the direction v of a weight-normalised layer (`Learner.undecayed_parameters`)."""
         return [self.layer.v] if self.options.weight_norm else []
 
 
@@ -109,20 +108,3 @@ def pretrain_classifier(dim: int, classes: int, options: HeadOptions) -> nn.Modu
     if options.plain:
         return nn.Linear(dim, classes)
     return MetaDatasetClassifier(dim, classes, options)
-
-
-def exempt_from_weight_decay(
-    optimizer: torch.optim.Optimizer, parameters: Iterable[nn.Parameter]
-) -> None:
-    """Move `parameters` into the optimiser's group without weight decay (one that
-    `learners.learner.make_optimizer` creates); call before the first step."""
-    moving = {id(p) for p in parameters}
-    if not moving:
-        return
-    target = next(g for g in optimizer.param_groups if g["weight_decay"] == 0)
-    for group in optimizer.param_groups:
-        if group is target:
-            continue
-        kept = [p for p in group["params"] if id(p) not in moving]
-        target["params"].extend(p for p in group["params"] if id(p) in moving)
-        group["params"] = kept

@@ -20,17 +20,24 @@ from torch import nn
 WEIGHT_DECAY_FORMS = ("coupled", "decoupled")
 
 
-def decay_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def decay_groups(
+    module: nn.Module, weight_decay: float, undecayed: Iterable[nn.Parameter] = ()
+) -> list[dict[str, Any]]:
     """Two parameter groups of `module`'s trainable parameters: those with ndim > 1 with
-    `weight_decay`, the rest (BatchNorm parameters, biases) with none."""
-    decay, no_decay = [], []
+    `weight_decay`, the rest (BatchNorm parameters, biases) with none, followed there by the
+    `undecayed` ones of ndim > 1 (those a method's reference puts no L2 regulariser on)."""
+    exempt = {id(p) for p in undecayed}
+    decay, no_decay, exempted = [], [], []
     for parameter in module.parameters():
         if not parameter.requires_grad:
             continue
-        (no_decay if parameter.ndim <= 1 else decay).append(parameter)
+        if parameter.ndim <= 1:
+            no_decay.append(parameter)
+        else:
+            (exempted if id(parameter) in exempt else decay).append(parameter)
     return [
         {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+        {"params": no_decay + exempted, "weight_decay": 0.0},
     ]
 
 
@@ -38,18 +45,6 @@ class DecoupledSGD(torch.optim.SGD):
     """torch SGD whose groups' `weight_decay` scales each parameter by (1 - lr * weight_decay)
     before the step instead of entering the gradient (SGDW; fastai v1 `true_wd=True`).
     Parameters without a gradient are left alone, as torch's AdamW does."""
-
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float,
-        momentum: float = 0.0,
-        nesterov: bool = False,
-        weight_decay: float = 0.0,
-    ):
-        super().__init__(
-            params, lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay
-        )
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Each group's `weight_decay` becomes its decoupled decay; SGD's own stays 0."""

@@ -248,9 +248,9 @@ def test_bad_forms_are_refused_in_one_line_naming_the_flag(tmp_path, capsys) -> 
     assert "--weight-decay-form: invalid choice: 'x'" in error and "'decoupled'" in error
     argv = [*RUN, "--episodes", "1", "--output", str(out), "--label-smoothing-form", "uniform"]
     argv[1] = "protonet"
-    assert main(argv) != 0
+    assert main(argv) == 2
     error = capsys.readouterr().err.strip()
-    assert "\n" not in error and "--label-smoothing-form" in error
+    assert error.startswith("error: ") and "\n" not in error and "--label-smoothing-form" in error
     assert not out.exists()
 
 
@@ -288,7 +288,7 @@ def test_an_old_run_without_the_new_fields_loads_and_resumes_with_the_old_forms(
     assert resumed["weight_decay_form"] == "coupled"
     assert resumed["options"]["label_smoothing_form"] == "paper"
     capsys.readouterr()
-    assert main([*argv, "--episodes", "4", "--weight-decay-form", "decoupled"]) != 0
+    assert main([*argv, "--episodes", "4", "--weight-decay-form", "decoupled"]) == 2
     assert "learner.weight_decay_form 'coupled' -> 'decoupled'" in capsys.readouterr().err
 
 

@@ -18,16 +18,15 @@ from learners import evaluate
 from learners import train as train_cli
 from learners.batched_inference import batched_query_logits
 from learners.checkpoint_file import load_checkpoint_learner
-from learners.episode_source import EpisodeOptions
 from learners.methods.multiclass import MulticlassConfig
 from learners.pretrain_head import HeadOptions, MetaDatasetClassifier
 from learners.registry import build_learner, learner_config, method_names, methods_sharing
-from learners.run_dir import RunConfig
 from learners.synthetic_episodes import (
     SyntheticBatchSource,
     SyntheticEpisodeConfig,
     SyntheticEpisodeSource,
 )
+from learners.weight_decay import DecoupledSGD
 from splits.embeddings.feature_extractor import load_feature_extractor
 from tests.test_distributed_training import TINY as RANK_TINY
 from tests.test_distributed_training import (
@@ -37,11 +36,10 @@ from tests.test_distributed_training import (
     torchrun,
     train_one_process,
 )
+from tests.test_learners_cli import TINY, multiclass_config
 
 torch.set_num_threads(1)
 
-TINY = ["--backbone", "cnn4", "--width", "0.25", "--image-size", "28", "--no-progress"]
-TINY += ["--ways", "5", "--shots", "2", "--query", "3"]
 MD_HEADS = [("cosine", True), ("cosine", False), ("linear", True)]
 NEW_OPTIONS = ("pretrain_head", "pretrain_cosine_scale", "pretrain_weight_norm")
 
@@ -123,7 +121,7 @@ def test_weight_norm_init_waits_for_a_training_batch_and_is_saved() -> None:
     assert torch.equal(fresh.layer.g, g)
 
 
-def pretraining(head: str, weight_norm: bool, scale: float, method: str = "multiclass"):
+def pretraining(head: str, weight_norm: bool, scale: float, method: str = "multiclass", **extra):
     return learner_config(
         method,
         backbone="cnn4",
@@ -136,6 +134,7 @@ def pretraining(head: str, weight_norm: bool, scale: float, method: str = "multi
         pretrain_head=head,
         pretrain_weight_norm=weight_norm,
         pretrain_cosine_scale=scale,
+        **extra,
     )
 
 
@@ -154,16 +153,24 @@ def test_a_few_training_steps_lower_the_loss(head, weight_norm, scale) -> None:
     assert np.mean(losses[-6:]) < np.mean(losses[:6]), losses
 
 
-def test_weight_norm_direction_has_no_weight_decay_and_a_cosine_weight_has() -> None:
+@pytest.mark.parametrize(
+    "optimizer, form", [("adam", "coupled"), ("adam", "decoupled"), ("sgd", "coupled"),
+                        ("sgd", "decoupled")],
+)  # fmt: skip
+def test_weight_norm_direction_has_no_weight_decay_and_a_cosine_weight_has(optimizer, form) -> None:
     """The reference regularises `weight_variable` (no weight norm) and not w_fc under weight
-    norm; gains and biases never."""
+    norm; gains and biases never. Under every optimiser and decay form (`DecoupledSGD` keeps
+    its groups' decay as `decoupled_weight_decay`, their `weight_decay` 0)."""
     for weight_norm in (True, False):
-        learner = build_learner(pretraining("cosine", weight_norm, 10.0))
+        learner = build_learner(
+            pretraining("cosine", weight_norm, 10.0, optimizer=optimizer, weight_decay_form=form)
+        )
         v = learner.classifier.layer.v
+        key = (
+            "decoupled_weight_decay" if type(learner.optimizer) is DecoupledSGD else "weight_decay"
+        )
         decay = {
-            id(p): group["weight_decay"]
-            for group in learner.optimizer.param_groups
-            for p in group["params"]
+            id(p): group[key] for group in learner.optimizer.param_groups for p in group["params"]
         }
         assert decay[id(v)] == (0.0 if weight_norm else 1e-3)
         assert len(decay) == len(list(learner.parameters()))  # none lost, none twice
@@ -222,27 +229,10 @@ def test_other_methods_refuse_the_head_options_in_one_line(method, tmp_path, cap
     assert not run.exists()
 
 
-def multiclass_run(steps: int) -> RunConfig:
-    return RunConfig(
-        learner=learner_config(
-            "multiclass", backbone="cnn4", image_size=28, width=0.25, pretrain_augment=False,
-            label_smoothing=0.0, mixup_alpha=0.0,
-        ),
-        dataset="synthetic",
-        split_file=None,
-        episode_options=EpisodeOptions(ways=5, shots=2, query=3, image_size=28),
-        seed=3,
-        total_steps=steps,
-        checkpoint_every=4,
-        validation_episodes=1,
-        batch_size=16,
-    )  # fmt: skip
-
-
 def test_an_old_run_without_the_options_resumes_with_the_linear_head(tmp_path: Path) -> None:
     straight, old = tmp_path / "straight", tmp_path / "old"
-    train_cli.train(multiclass_run(8), str(straight), "cpu", progress=False)
-    train_cli.train(multiclass_run(8), str(old), "cpu", progress=False, stop_after=4)
+    train_cli.train(multiclass_config(8), str(straight), "cpu", progress=False)
+    train_cli.train(multiclass_config(8), str(old), "cpu", progress=False, stop_after=4)
     # make it a run saved before the options existed: config.json and its checkpoints lack them
     config = json.loads((old / "config.json").read_text())
     for name in NEW_OPTIONS:
@@ -254,7 +244,7 @@ def test_an_old_run_without_the_options_resumes_with_the_linear_head(tmp_path: P
             payload["config"]["options"].pop(name, None)
         torch.save(payload, path)
         assert not set(NEW_OPTIONS) & set(torch.load(path, weights_only=True)["config"]["options"])
-    result = train_cli.train(multiclass_run(8), str(old), "cpu", progress=False)
+    result = train_cli.train(multiclass_config(8), str(old), "cpu", progress=False)
     assert (result.start_step, result.end_step) == (4, 8)
     a = torch.load(straight / "checkpoints" / "last.pt", weights_only=True)["model"]
     b = torch.load(old / "checkpoints" / "last.pt", weights_only=True)["model"]

@@ -35,13 +35,11 @@ from learners.finetune import (
 from learners.finetune_augment import augment_images
 from learners.knn import KNN_METRICS, knn_logits
 from learners.learner import Learner
-from learners.learner_config import LearnerConfig
 from learners.md_finetune import MDFinetuneOptions, md_finetune_query_logits
 from learners.pretrain_head import (
     HEADS,
     HeadOptions,
     MetaDatasetClassifier,
-    exempt_from_weight_decay,
     pretrain_classifier,
 )
 from learners.prototypes import class_prototypes, prototype_logits
@@ -233,12 +231,11 @@ class MulticlassLearner(Learner):
     stream = "batches"
     options: MulticlassConfig
 
-    def __init__(self, config: LearnerConfig):
-        super().__init__(config)
-        classifier = self.classifier
-        if isinstance(classifier, MetaDatasetClassifier):
-            assert self.optimizer is not None
-            exempt_from_weight_decay(self.optimizer, classifier.undecayed_parameters())
+    def undecayed_parameters(self) -> list[nn.Parameter]:
+        """The direction v of a weight-normalised classifier (`learners.pretrain_head`)."""
+        if isinstance(self.classifier, MetaDatasetClassifier):
+            return self.classifier.undecayed_parameters()
+        return []
 
     def add_modules(self) -> None:
         """The classifier over the training classes and the sorted table of their ids."""
