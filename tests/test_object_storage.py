@@ -841,26 +841,36 @@ def test_episode_shards_read_an_s3_dataset_where_it_lies(s3, omniglot, tmp_path,
     assert not (tmp_path / "d").exists()
 
 
-def test_embeddings_read_an_s3_dataset_where_it_lies(s3, tmp_path, capsys):
-    """`splits.embed --dataset s3://...`: records read in the workers, the local run's npz bytes,
-    a corrupt record skipped and named by its object URL."""
+def _embed_here_and_from(store, url: str, tmp_path: Path) -> list[str]:
+    """`splits.embed` of a tiny dataset (record 1 of 2.tfrecords corrupt) from its folder and,
+    uploaded by `store` to `url`, from there: the two npz files must be byte-identical. Returns
+    the remote run's arguments up to a final `--output`, for further runs."""
     from splits import embed as embed_cli
     from tests.test_embed import write_random_checkpoint, write_tiny_dataset
 
     spec = write_tiny_dataset(tmp_path / "tiny", corrupt=(2, 1))
-    s3.upload(spec.root, "s3://raw/embed/tiny")
+    store.upload(spec.root, url)
     checkpoint = write_random_checkpoint(tmp_path / "run" / "last.pt")
     common = ["--model", str(checkpoint), "--device", "cpu", "--batch-size", "3"]
     common += ["--chunk-size", "4", "--no-progress"]
     local_out, remote_out = tmp_path / "local.npz", tmp_path / "remote.npz"
     assert embed_cli.main(["--dataset", str(spec.root), *common, "--output", str(local_out)]) == 0
-    argv = ["--dataset", "s3://raw/embed/tiny", *common, "--output", str(remote_out)]
-    assert embed_cli.main(argv + s3.flags) == 0
+    argv = ["--dataset", url, *common, *store.flags, "--output"]
+    assert embed_cli.main([*argv, str(remote_out)]) == 0
     assert remote_out.read_bytes() == local_out.read_bytes()
+    return argv
+
+
+def test_embeddings_read_an_s3_dataset_where_it_lies(s3, tmp_path, capsys):
+    """`splits.embed --dataset s3://...`: records read in the workers, the local run's npz bytes,
+    a corrupt record skipped and named by its object URL."""
+    from splits import embed as embed_cli
+
+    argv = _embed_here_and_from(s3, "s3://raw/embed/tiny", tmp_path)
     out = capsys.readouterr().out
     assert "skipped 1 unreadable records: s3://raw/embed/tiny/2.tfrecords record 1" in out
     s3.client.delete_object(Bucket="raw", Key="embed/tiny/3.tfrecords")
-    assert embed_cli.main(argv[:-1] + [str(tmp_path / "x.npz")] + s3.flags) == 2
+    assert embed_cli.main([*argv, str(tmp_path / "x.npz")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "1 records objects missing" in err
     assert "s3://raw/embed/tiny/3.tfrecords" in err and not (tmp_path / "x.npz").exists()

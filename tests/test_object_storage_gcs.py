@@ -25,6 +25,7 @@ from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.raw_fixtures.quickdraw import write_quickdraw_fixture
 from tests.test_object_storage import (
     SHARD_ARGS,
+    _embed_here_and_from,
     _files,
     _free_port,
     _run_cli,
@@ -245,18 +246,8 @@ def test_embeddings_read_a_gs_dataset_where_it_lies(gcs, tmp_path, capsys):
     and named by its object URL; an unfinished dataset and a missing records object refused in
     one line."""
     from splits import embed as embed_cli
-    from tests.test_embed import write_random_checkpoint, write_tiny_dataset
 
-    spec = write_tiny_dataset(tmp_path / "tiny", corrupt=(2, 1))
-    gcs.upload(spec.root, "gs://raw/embed/tiny")
-    checkpoint = write_random_checkpoint(tmp_path / "run" / "last.pt")
-    common = ["--model", str(checkpoint), "--device", "cpu", "--batch-size", "3"]
-    common += ["--chunk-size", "4", "--no-progress"]
-    local_out, remote_out = tmp_path / "local.npz", tmp_path / "remote.npz"
-    assert embed_cli.main(["--dataset", str(spec.root), *common, "--output", str(local_out)]) == 0
-    argv = ["--dataset", "gs://raw/embed/tiny", *common, *gcs.flags, "--output"]
-    assert embed_cli.main([*argv, str(remote_out)]) == 0
-    assert remote_out.read_bytes() == local_out.read_bytes()
+    argv = _embed_here_and_from(gcs, "gs://raw/embed/tiny", tmp_path)
     out = capsys.readouterr().out
     assert "skipped 1 unreadable records: gs://raw/embed/tiny/2.tfrecords record 1" in out
     gcs.put("gs://raw/embed/unfinished/0.tfrecords", b"x")
