@@ -126,7 +126,6 @@ def check_sdk_workers(runner: str, beam_args: Sequence[str], options, timeout_s:
     refuse_unrunnable_environment(kind, config, options)
     if timeout_s == 0:
         return ""
-    described = f"--environment_type {kind} --environment_config {config}"
     command = [
         sys.executable,
         "-c",
@@ -149,11 +148,11 @@ def check_sdk_workers(runner: str, beam_args: Sequence[str], options, timeout_s:
             if waited > allowance:
                 child.kill()
                 child.wait()
-                raise ValueError(_no_worker_line(kind, config, described, timeout_s))
+                raise ValueError(_no_worker_line(kind, config, timeout_s))
             if not hinted and waited > HINT_AFTER_S:
                 hinted = True
                 print(
-                    f"[workers] waiting for an SDK worker of {described} (up to "
+                    f"[workers] waiting for an SDK worker of {_described(kind, config)} (up to "
                     f"{timeout_s:g} s, --worker-start-timeout); {_cause_hint(kind, config)}",
                     file=sys.stderr,
                     flush=True,
@@ -209,9 +208,14 @@ def _cause_hint(kind: str, config: str) -> str:
     )
 
 
-def _no_worker_line(kind: str, config: str, described: str, timeout_s: float) -> str:
+def _described(kind: str, config: str) -> str:
+    """The checked workers' environment as the flags that chose it."""
+    return f"--environment_type {kind} --environment_config {config}"
+
+
+def _no_worker_line(kind: str, config: str, timeout_s: float) -> str:
     return (
-        f"no SDK worker of {described} started within {timeout_s:g} s "
+        f"no SDK worker of {_described(kind, config)} started within {timeout_s:g} s "
         f"(--worker-start-timeout): {_cause_hint(kind, config)}"
     )
 
@@ -227,10 +231,10 @@ def _judge(
     """The line for a finished probe (its workers), or ValueError with the fault's line."""
     from apache_beam.options.pipeline_options import PortableOptions
 
-    described = f"--environment_type {kind} --environment_config {config}"
+    described = _described(kind, config)
     state = outcome.get("outcome")
     if state == "timeout":
-        raise ValueError(_no_worker_line(kind, config, described, timeout_s))
+        raise ValueError(_no_worker_line(kind, config, timeout_s))
     report = outcome.get("report") or _report_in(outcome.get("error", ""))
     if report and report.get("failed"):
         missing = "; ".join(f"{name} ({why})" for name, why in report["failed"].items())
