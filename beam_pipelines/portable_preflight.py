@@ -140,30 +140,23 @@ def check_sdk_workers(runner: str, beam_args: Sequence[str], options, timeout_s:
     child = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_child_env()
     )
-    allowance = timeout_s + SUBMIT_ALLOWANCE_S
-    hinted = False
     try:
-        while child.poll() is None:
-            waited = time.monotonic() - start
-            if waited > allowance:
-                child.kill()
-                child.wait()
-                raise ValueError(_no_worker_line(kind, config, timeout_s))
-            if not hinted and waited > HINT_AFTER_S:
-                hinted = True
-                print(
-                    f"[workers] waiting for an SDK worker of {_described(kind, config)} (up to "
-                    f"{timeout_s:g} s, --worker-start-timeout); {_cause_hint(kind, config)}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            time.sleep(0.2)
-    except BaseException:
-        if child.poll() is None:
+        try:
+            output, _ = child.communicate(timeout=HINT_AFTER_S)
+        except subprocess.TimeoutExpired:
+            print(
+                f"[workers] waiting for an SDK worker of {_described(kind, config)} (up to "
+                f"{timeout_s:g} s, --worker-start-timeout); {_cause_hint(kind, config)}",
+                file=sys.stderr,
+                flush=True,
+            )
+            output, _ = child.communicate(timeout=timeout_s + SUBMIT_ALLOWANCE_S - HINT_AFTER_S)
+    except subprocess.TimeoutExpired:
+        raise ValueError(_no_worker_line(kind, config, timeout_s)) from None
+    finally:
+        if child.poll() is None:  # stuck past its allowance, or Ctrl-C here
             child.kill()
             child.wait()
-        raise
-    output = child.stdout.read() if child.stdout else ""
     outcome = _last_json_line(output)
     return _judge(outcome, kind, config, options, timeout_s, time.monotonic() - start)
 
