@@ -19,6 +19,7 @@ import pytest
 from beam_pipelines import convert as convert_cli
 from beam_pipelines.conversion import convert
 from beam_pipelines.sources.omniglot import OmniglotSource
+from episodes.records.object_uploads import bucket_and_key
 from tests.conftest import make_local_runner
 from tests.raw_fixtures.ilsvrc import write_ilsvrc_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
@@ -53,19 +54,17 @@ class GcsServer:
         return make_runner(namespace, self.flags)
 
     def upload(self, folder: Path, url: str) -> str:
-        bucket, _, prefix = url[len("gs://") :].partition("/")
         for path in sorted(folder.rglob("*")):
             if path.is_file():
-                key = f"{prefix}/{path.relative_to(folder).as_posix()}"
-                self.client.bucket(bucket).blob(key).upload_from_string(path.read_bytes())
+                self.put(f"{url}/{path.relative_to(folder).as_posix()}", path.read_bytes())
         return url
 
     def put(self, url: str, data: bytes) -> None:
-        bucket, _, key = url[len("gs://") :].partition("/")
+        bucket, key = bucket_and_key(url)
         self.client.bucket(bucket).blob(key).upload_from_string(data)
 
     def delete(self, url: str) -> None:
-        bucket, _, key = url[len("gs://") :].partition("/")
+        bucket, key = bucket_and_key(url)
         self.client.bucket(bucket).blob(key).delete()
 
     def objects(self, url: str) -> dict[str, bytes]:
