@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -293,7 +294,7 @@ def test_no_job_service_at_the_endpoint_is_one_line(tmp_path, capsys):
 def test_environments_that_cannot_start_are_refused_before_any_job(flags, expected):
     """Known without starting anything: each was a traceback from inside the job before."""
     args = argparse.Namespace(runner="PortableRunner", direct_num_workers=1)
-    with pytest.raises(ValueError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValueError, match=re.escape(expected)):
         make_runner(args, ["--job_endpoint", "embed", *flags])
 
 
