@@ -27,10 +27,10 @@ from tests.raw_fixtures.quickdraw import write_quickdraw_fixture
 from tests.test_object_storage import (
     SHARD_ARGS,
     _embed_here_and_from,
-    _files,
     _free_port,
     _run_cli,
     _same_dataset,
+    _shards_read_where_it_lies,
     _some_classes,
     _wait_until_listening,
 )
@@ -206,38 +206,8 @@ def omniglot_local(tmp_path_factory) -> Path:
 def test_episode_shards_read_a_gs_dataset_where_it_lies(gcs, omniglot_local, tmp_path, capsys):
     """`--dataset gs://...`: records read by ranged reads in the workers (odd classes without
     their .index object: rebuilt from their records); the shards are the local run's bytes."""
-    from beam_pipelines import episodes as shards_cli
-
-    gcs.upload(omniglot_local, "gs://raw/converted/omniglot")
-    for name in gcs.objects("gs://raw/converted/omniglot"):
-        if name.endswith(".index") and int(name.split(".")[0]) % 2:
-            gcs.delete(f"gs://raw/converted/omniglot/{name}")
-    here = ["--dataset", str(omniglot_local), *SHARD_ARGS, "--output", str(tmp_path / "a")]
-    assert shards_cli.main(here) == 0
-    remote = ["--dataset", "gs://raw/converted/omniglot", *SHARD_ARGS, *gcs.flags]
-    assert shards_cli.main([*remote, "--output", str(tmp_path / "b")]) == 0
-    assert _files(tmp_path / "b") == _files(tmp_path / "a")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no local copy, no staging
-    assert shards_cli.main([*remote, "--output", "gs://out/read/shards"]) == 0  # gs -> gs
-    assert gcs.objects("gs://out/read") == {
-        f"shards/{n}": b for n, b in _files(tmp_path / "a").items()
-    }
-    # an unfinished remote dataset (no spec) is refused in one line before the pipeline
-    gcs.put("gs://raw/unfinished/omniglot/0.tfrecords", b"x")
-    capsys.readouterr()
-    argv = ["--dataset", "gs://raw/unfinished/omniglot", *SHARD_ARGS, *gcs.flags, "--output"]
-    assert shards_cli.main([*argv, str(tmp_path / "c")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "gs://raw/unfinished/omniglot: incomplete dataset" in err
-    assert not (tmp_path / "c").exists()
-    # a finished dataset missing record objects of the split is refused in one line, naming one
-    for name in gcs.objects("gs://raw/converted/omniglot"):
-        if name.endswith(".tfrecords"):
-            gcs.delete(f"gs://raw/converted/omniglot/{name}")
-    assert shards_cli.main([*remote, "--output", str(tmp_path / "d")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "record objects are missing, e.g. gs://raw/converted/" in err
-    assert not (tmp_path / "d").exists()
+    copy_to = "gs://out/read/shards"  # gs -> gs as well
+    _shards_read_where_it_lies(gcs, omniglot_local, "gs://raw", tmp_path, capsys, copy_to)
 
 
 def test_embeddings_read_a_gs_dataset_where_it_lies(gcs, tmp_path, capsys):
