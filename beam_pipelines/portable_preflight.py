@@ -126,7 +126,6 @@ def check_sdk_workers(runner: str, beam_args: Sequence[str], options, timeout_s:
     refuse_unrunnable_environment(kind, config, options)
     if timeout_s == 0:
         return ""
-    described = f"--environment_type {kind} --environment_config {config}"
     command = [
         sys.executable,
         "-c",
@@ -141,30 +140,23 @@ def check_sdk_workers(runner: str, beam_args: Sequence[str], options, timeout_s:
     child = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_child_env()
     )
-    allowance = timeout_s + SUBMIT_ALLOWANCE_S
-    hinted = False
     try:
-        while child.poll() is None:
-            waited = time.monotonic() - start
-            if waited > allowance:
-                child.kill()
-                child.wait()
-                raise ValueError(_no_worker_line(kind, config, described, timeout_s))
-            if not hinted and waited > HINT_AFTER_S:
-                hinted = True
-                print(
-                    f"[workers] waiting for an SDK worker of {described} (up to "
-                    f"{timeout_s:g} s, --worker-start-timeout); {_cause_hint(kind, config)}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            time.sleep(0.2)
-    except BaseException:
-        if child.poll() is None:
+        try:
+            output, _ = child.communicate(timeout=HINT_AFTER_S)
+        except subprocess.TimeoutExpired:
+            print(
+                f"[workers] waiting for an SDK worker of {_described(kind, config)} (up to "
+                f"{timeout_s:g} s, --worker-start-timeout); {_cause_hint(kind, config)}",
+                file=sys.stderr,
+                flush=True,
+            )
+            output, _ = child.communicate(timeout=timeout_s + SUBMIT_ALLOWANCE_S - HINT_AFTER_S)
+    except subprocess.TimeoutExpired:
+        raise ValueError(_no_worker_line(kind, config, timeout_s)) from None
+    finally:
+        if child.poll() is None:  # stuck past its allowance, or Ctrl-C here
             child.kill()
             child.wait()
-        raise
-    output = child.stdout.read() if child.stdout else ""
     outcome = _last_json_line(output)
     return _judge(outcome, kind, config, options, timeout_s, time.monotonic() - start)
 
@@ -209,9 +201,14 @@ def _cause_hint(kind: str, config: str) -> str:
     )
 
 
-def _no_worker_line(kind: str, config: str, described: str, timeout_s: float) -> str:
+def _described(kind: str, config: str) -> str:
+    """The checked workers' environment as the flags that chose it."""
+    return f"--environment_type {kind} --environment_config {config}"
+
+
+def _no_worker_line(kind: str, config: str, timeout_s: float) -> str:
     return (
-        f"no SDK worker of {described} started within {timeout_s:g} s "
+        f"no SDK worker of {_described(kind, config)} started within {timeout_s:g} s "
         f"(--worker-start-timeout): {_cause_hint(kind, config)}"
     )
 
@@ -227,10 +224,10 @@ def _judge(
     """The line for a finished probe (its workers), or ValueError with the fault's line."""
     from apache_beam.options.pipeline_options import PortableOptions
 
-    described = f"--environment_type {kind} --environment_config {config}"
+    described = _described(kind, config)
     state = outcome.get("outcome")
     if state == "timeout":
-        raise ValueError(_no_worker_line(kind, config, described, timeout_s))
+        raise ValueError(_no_worker_line(kind, config, timeout_s))
     report = outcome.get("report") or _report_in(outcome.get("error", ""))
     if report and report.get("failed"):
         missing = "; ".join(f"{name} ({why})" for name, why in report["failed"].items())

@@ -30,6 +30,7 @@ from beam_pipelines.sources.traffic_sign import TrafficSignSource
 from episodes import fetch as fetch_cli
 from episodes.reader import EpisodeReader
 from episodes.records.dataset_spec import SpecError
+from episodes.records.object_uploads import bucket_and_key
 from episodes.sampler_config import SamplerConfig
 from tests.conftest import make_local_runner
 from tests.raw_fixtures.aircraft import write_aircraft_fixture
@@ -74,6 +75,14 @@ class S3Server:
                 self.client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
                 count += 1
         return count
+
+    def put(self, url: str, data: bytes) -> None:
+        bucket, key = bucket_and_key(url)
+        self.client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def delete(self, url: str) -> None:
+        bucket, key = bucket_and_key(url)
+        self.client.delete_object(Bucket=bucket, Key=key)
 
     def objects(self, url: str) -> dict[str, bytes]:
         """{relative key: bytes} of every object under the prefix `url`."""
@@ -807,60 +816,86 @@ def test_a_bare_bucket_is_refused_as_an_output(s3, capsys):
     assert err.count("\n") == 0 and "s3://out: an output must be a folder inside the bucket" in err
 
 
+def _shards_read_where_it_lies(
+    store, local: Path, raw: str, tmp_path: Path, capsys, copy_to: str | None = None
+) -> None:
+    """The shards job with `--dataset RAW/converted/omniglot` (the converted `local`, uploaded
+    by `store`; odd classes without their .index object: rebuilt from their records) writes the
+    local run's bytes, locally and (`copy_to`) to that prefix; an unfinished dataset and one
+    missing record objects are refused in one line before the pipeline."""
+    from beam_pipelines import episodes as shards_cli
+
+    dataset = f"{raw}/converted/omniglot"
+    store.upload(local, dataset)
+    for name in store.objects(dataset):
+        if name.endswith(".index") and int(name.split(".")[0]) % 2:
+            store.delete(f"{dataset}/{name}")
+    here = ["--dataset", str(local), *SHARD_ARGS, "--output", str(tmp_path / "a")]
+    assert shards_cli.main(here) == 0
+    remote = ["--dataset", dataset, *SHARD_ARGS, *store.flags]
+    assert shards_cli.main([*remote, "--output", str(tmp_path / "b")]) == 0
+    assert _files(tmp_path / "b") == _files(tmp_path / "a")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no local copy, no staging
+    if copy_to is not None:  # bucket -> bucket
+        assert shards_cli.main([*remote, "--output", copy_to]) == 0
+        parent, _, name = copy_to.rpartition("/")
+        expected = {f"{name}/{n}": b for n, b in _files(tmp_path / "a").items()}
+        assert store.objects(parent) == expected
+    # an unfinished remote dataset (no spec) is refused in one line before the pipeline
+    store.put(f"{raw}/unfinished/omniglot/0.tfrecords", b"x")
+    capsys.readouterr()
+    argv = ["--dataset", f"{raw}/unfinished/omniglot", *SHARD_ARGS, *store.flags, "--output"]
+    assert shards_cli.main([*argv, str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{raw}/unfinished/omniglot: incomplete dataset" in err
+    assert not (tmp_path / "c").exists()
+    # a finished dataset missing record objects of the split is refused in one line, naming one
+    for name in store.objects(dataset):
+        if name.endswith(".tfrecords"):
+            store.delete(f"{dataset}/{name}")
+    assert shards_cli.main([*remote, "--output", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"record objects are missing, e.g. {raw}/converted/" in err
+    assert not (tmp_path / "d").exists()
+
+
 def test_episode_shards_read_an_s3_dataset_where_it_lies(s3, omniglot, tmp_path, capsys):
     """`--dataset s3://...`: the workers read the records by ranged reads (odd classes without
     their .index object: rebuilt from their records), and the shards are the local bytes."""
-    from beam_pipelines import episodes as shards_cli
-
     _, local = omniglot
-    s3.upload(local, "s3://raw/converted/omniglot")
-    for name in s3.objects("s3://raw/converted/omniglot"):
-        if name.endswith(".index") and int(name.split(".")[0]) % 2:
-            s3.client.delete_object(Bucket="raw", Key=f"converted/omniglot/{name}")
-    here = ["--dataset", str(local), *SHARD_ARGS, "--output", str(tmp_path / "a")]
-    assert shards_cli.main(here) == 0
-    remote = ["--dataset", "s3://raw/converted/omniglot", *SHARD_ARGS]
-    assert shards_cli.main([*remote, "--output", str(tmp_path / "b"), *s3.flags]) == 0
-    assert _files(tmp_path / "b") == _files(tmp_path / "a")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no local copy, no staging
-    # an unfinished remote dataset (no spec) is refused in one line before the pipeline
-    s3.client.put_object(Bucket="raw", Key="unfinished/omniglot/0.tfrecords", Body=b"x")
-    capsys.readouterr()
-    argv = ["--dataset", "s3://raw/unfinished/omniglot", *SHARD_ARGS, "--output"]
-    assert shards_cli.main([*argv, str(tmp_path / "c"), *s3.flags]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "s3://raw/unfinished/omniglot: incomplete dataset" in err
-    assert not (tmp_path / "c").exists()
-    # a finished dataset missing record objects of the split is refused in one line, naming one
-    for name in s3.objects("s3://raw/converted/omniglot"):
-        if name.endswith(".tfrecords"):
-            s3.client.delete_object(Bucket="raw", Key=f"converted/omniglot/{name}")
-    assert shards_cli.main([*remote, "--output", str(tmp_path / "d"), *s3.flags]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "record objects are missing, e.g. s3://raw/converted/" in err
-    assert not (tmp_path / "d").exists()
+    _shards_read_where_it_lies(s3, local, "s3://raw", tmp_path, capsys)
+
+
+def _embed_here_and_from(store, url: str, tmp_path: Path) -> list[str]:
+    """`splits.embed` of a tiny dataset (record 1 of 2.tfrecords corrupt) from its folder and,
+    uploaded by `store` to `url`, from there: the two npz files must be byte-identical. Returns
+    the remote run's arguments up to a final `--output`, for further runs."""
+    from splits import embed as embed_cli
+    from tests.test_embed import write_random_checkpoint, write_tiny_dataset
+
+    spec = write_tiny_dataset(tmp_path / "tiny", corrupt=(2, 1))
+    store.upload(spec.root, url)
+    checkpoint = write_random_checkpoint(tmp_path / "run" / "last.pt")
+    common = ["--model", str(checkpoint), "--device", "cpu", "--batch-size", "3"]
+    common += ["--chunk-size", "4", "--no-progress"]
+    local_out, remote_out = tmp_path / "local.npz", tmp_path / "remote.npz"
+    assert embed_cli.main(["--dataset", str(spec.root), *common, "--output", str(local_out)]) == 0
+    argv = ["--dataset", url, *common, *store.flags, "--output"]
+    assert embed_cli.main([*argv, str(remote_out)]) == 0
+    assert remote_out.read_bytes() == local_out.read_bytes()
+    return argv
 
 
 def test_embeddings_read_an_s3_dataset_where_it_lies(s3, tmp_path, capsys):
     """`splits.embed --dataset s3://...`: records read in the workers, the local run's npz bytes,
     a corrupt record skipped and named by its object URL."""
     from splits import embed as embed_cli
-    from tests.test_embed import write_random_checkpoint, write_tiny_dataset
 
-    spec = write_tiny_dataset(tmp_path / "tiny", corrupt=(2, 1))
-    s3.upload(spec.root, "s3://raw/embed/tiny")
-    checkpoint = write_random_checkpoint(tmp_path / "run" / "last.pt")
-    common = ["--model", str(checkpoint), "--device", "cpu", "--batch-size", "3"]
-    common += ["--chunk-size", "4", "--no-progress"]
-    local_out, remote_out = tmp_path / "local.npz", tmp_path / "remote.npz"
-    assert embed_cli.main(["--dataset", str(spec.root), *common, "--output", str(local_out)]) == 0
-    argv = ["--dataset", "s3://raw/embed/tiny", *common, "--output", str(remote_out)]
-    assert embed_cli.main(argv + s3.flags) == 0
-    assert remote_out.read_bytes() == local_out.read_bytes()
+    argv = _embed_here_and_from(s3, "s3://raw/embed/tiny", tmp_path)
     out = capsys.readouterr().out
     assert "skipped 1 unreadable records: s3://raw/embed/tiny/2.tfrecords record 1" in out
     s3.client.delete_object(Bucket="raw", Key="embed/tiny/3.tfrecords")
-    assert embed_cli.main(argv[:-1] + [str(tmp_path / "x.npz")] + s3.flags) == 2
+    assert embed_cli.main([*argv, str(tmp_path / "x.npz")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "1 records objects missing" in err
     assert "s3://raw/embed/tiny/3.tfrecords" in err and not (tmp_path / "x.npz").exists()

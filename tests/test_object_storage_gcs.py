@@ -19,16 +19,18 @@ import pytest
 from beam_pipelines import convert as convert_cli
 from beam_pipelines.conversion import convert
 from beam_pipelines.sources.omniglot import OmniglotSource
+from episodes.records.object_uploads import bucket_and_key
 from tests.conftest import make_local_runner
 from tests.raw_fixtures.ilsvrc import write_ilsvrc_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.raw_fixtures.quickdraw import write_quickdraw_fixture
 from tests.test_object_storage import (
     SHARD_ARGS,
-    _files,
+    _embed_here_and_from,
     _free_port,
     _run_cli,
     _same_dataset,
+    _shards_read_where_it_lies,
     _some_classes,
     _wait_until_listening,
 )
@@ -52,19 +54,17 @@ class GcsServer:
         return make_runner(namespace, self.flags)
 
     def upload(self, folder: Path, url: str) -> str:
-        bucket, _, prefix = url[len("gs://") :].partition("/")
         for path in sorted(folder.rglob("*")):
             if path.is_file():
-                key = f"{prefix}/{path.relative_to(folder).as_posix()}"
-                self.client.bucket(bucket).blob(key).upload_from_string(path.read_bytes())
+                self.put(f"{url}/{path.relative_to(folder).as_posix()}", path.read_bytes())
         return url
 
     def put(self, url: str, data: bytes) -> None:
-        bucket, _, key = url[len("gs://") :].partition("/")
+        bucket, key = bucket_and_key(url)
         self.client.bucket(bucket).blob(key).upload_from_string(data)
 
     def delete(self, url: str) -> None:
-        bucket, _, key = url[len("gs://") :].partition("/")
+        bucket, key = bucket_and_key(url)
         self.client.bucket(bucket).blob(key).delete()
 
     def objects(self, url: str) -> dict[str, bytes]:
@@ -206,38 +206,8 @@ def omniglot_local(tmp_path_factory) -> Path:
 def test_episode_shards_read_a_gs_dataset_where_it_lies(gcs, omniglot_local, tmp_path, capsys):
     """`--dataset gs://...`: records read by ranged reads in the workers (odd classes without
     their .index object: rebuilt from their records); the shards are the local run's bytes."""
-    from beam_pipelines import episodes as shards_cli
-
-    gcs.upload(omniglot_local, "gs://raw/converted/omniglot")
-    for name in gcs.objects("gs://raw/converted/omniglot"):
-        if name.endswith(".index") and int(name.split(".")[0]) % 2:
-            gcs.delete(f"gs://raw/converted/omniglot/{name}")
-    here = ["--dataset", str(omniglot_local), *SHARD_ARGS, "--output", str(tmp_path / "a")]
-    assert shards_cli.main(here) == 0
-    remote = ["--dataset", "gs://raw/converted/omniglot", *SHARD_ARGS, *gcs.flags]
-    assert shards_cli.main([*remote, "--output", str(tmp_path / "b")]) == 0
-    assert _files(tmp_path / "b") == _files(tmp_path / "a")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no local copy, no staging
-    assert shards_cli.main([*remote, "--output", "gs://out/read/shards"]) == 0  # gs -> gs
-    assert gcs.objects("gs://out/read") == {
-        f"shards/{n}": b for n, b in _files(tmp_path / "a").items()
-    }
-    # an unfinished remote dataset (no spec) is refused in one line before the pipeline
-    gcs.put("gs://raw/unfinished/omniglot/0.tfrecords", b"x")
-    capsys.readouterr()
-    argv = ["--dataset", "gs://raw/unfinished/omniglot", *SHARD_ARGS, *gcs.flags, "--output"]
-    assert shards_cli.main([*argv, str(tmp_path / "c")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "gs://raw/unfinished/omniglot: incomplete dataset" in err
-    assert not (tmp_path / "c").exists()
-    # a finished dataset missing record objects of the split is refused in one line, naming one
-    for name in gcs.objects("gs://raw/converted/omniglot"):
-        if name.endswith(".tfrecords"):
-            gcs.delete(f"gs://raw/converted/omniglot/{name}")
-    assert shards_cli.main([*remote, "--output", str(tmp_path / "d")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "record objects are missing, e.g. gs://raw/converted/" in err
-    assert not (tmp_path / "d").exists()
+    copy_to = "gs://out/read/shards"  # gs -> gs as well
+    _shards_read_where_it_lies(gcs, omniglot_local, "gs://raw", tmp_path, capsys, copy_to)
 
 
 def test_embeddings_read_a_gs_dataset_where_it_lies(gcs, tmp_path, capsys):
@@ -245,18 +215,8 @@ def test_embeddings_read_a_gs_dataset_where_it_lies(gcs, tmp_path, capsys):
     and named by its object URL; an unfinished dataset and a missing records object refused in
     one line."""
     from splits import embed as embed_cli
-    from tests.test_embed import write_random_checkpoint, write_tiny_dataset
 
-    spec = write_tiny_dataset(tmp_path / "tiny", corrupt=(2, 1))
-    gcs.upload(spec.root, "gs://raw/embed/tiny")
-    checkpoint = write_random_checkpoint(tmp_path / "run" / "last.pt")
-    common = ["--model", str(checkpoint), "--device", "cpu", "--batch-size", "3"]
-    common += ["--chunk-size", "4", "--no-progress"]
-    local_out, remote_out = tmp_path / "local.npz", tmp_path / "remote.npz"
-    assert embed_cli.main(["--dataset", str(spec.root), *common, "--output", str(local_out)]) == 0
-    argv = ["--dataset", "gs://raw/embed/tiny", *common, *gcs.flags, "--output"]
-    assert embed_cli.main([*argv, str(remote_out)]) == 0
-    assert remote_out.read_bytes() == local_out.read_bytes()
+    argv = _embed_here_and_from(gcs, "gs://raw/embed/tiny", tmp_path)
     out = capsys.readouterr().out
     assert "skipped 1 unreadable records: gs://raw/embed/tiny/2.tfrecords record 1" in out
     gcs.put("gs://raw/embed/unfinished/0.tfrecords", b"x")

@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import apache_beam
@@ -23,8 +25,10 @@ from beam_pipelines import convert as convert_cli
 from beam_pipelines.episodes import main as shards_main
 from beam_pipelines.runner_options import make_runner
 from episodes.records.dataset_spec import load_spec
+from tests.cli_processes import REPO, python_m
 from tests.raw_fixtures.emnist import write_emnist_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
+from tests.test_object_storage import _free_port, _wait_until_listening
 from tests.test_reader_fixtures import write_dataset
 
 PORTABLE = [
@@ -109,14 +113,7 @@ def test_direct_num_workers_refused_for_the_portable_runner():
 
 # -- SDK workers from a worker pool (--environment_type EXTERNAL) ----------------------------
 
-REPO = Path(__file__).resolve().parents[1]
 OWN_PACKAGES = {"beam_pipelines", "episodes", "splits", "learners"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _python_on_path(folder: Path, *, beam: bool) -> Path:
@@ -139,39 +136,33 @@ def _python_on_path(folder: Path, *, beam: bool) -> Path:
     return folder
 
 
-def _start_pool(bin_folder: Path, cwd: Path) -> tuple[subprocess.Popen, int]:
+@contextmanager
+def _worker_pool(bin_folder: Path, cwd: Path, log: Path) -> Iterator[int]:
     """`python -m apache_beam.runners.worker.worker_pool_main` (this interpreter) whose workers
-    run the `python` of `bin_folder`; returns once it accepts connections on 127.0.0.1."""
+    run the `python` of `bin_folder`, its output in `log`; yields its port once it accepts
+    connections on 127.0.0.1, and stops it (and the workers it started) on leaving."""
     port = _free_port()
     env = {**os.environ, "PATH": f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("PYTHONPATH", None)
-    pool = subprocess.Popen(
-        [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main"]
-        + ["--service_port", str(port)],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert pool.poll() is None, "the worker pool ended at start"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return pool, port
-        except OSError:
-            time.sleep(0.2)
-    pool.kill()
-    raise AssertionError(f"the worker pool did not listen on port {port} within 60 s")
-
-
-def _stop_pool(pool: subprocess.Popen) -> None:
-    pool.send_signal(signal.SIGINT)  # its atexit hook stops the workers it started
+    with open(log, "wb") as out:
+        pool = subprocess.Popen(
+            [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main"]
+            + ["--service_port", str(port)],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
-        pool.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        pool.kill()
-        pool.wait()
+        _wait_until_listening(pool, port, log, "the worker pool")
+        yield port
+    finally:
+        pool.send_signal(signal.SIGINT)  # its atexit hook stops the workers it started
+        try:
+            pool.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pool.kill()
+            pool.wait()
 
 
 def _external(port: int, *extra: str) -> list[str]:
@@ -188,6 +179,18 @@ def _external(port: int, *extra: str) -> list[str]:
     ]
 
 
+def _convert_through_pool(
+    raw: list[str], output: Path, port: int, worker_start_timeout: str
+) -> tuple[subprocess.CompletedProcess, float]:
+    """`python -m beam_pipelines.convert` of `raw` to `output` with SDK workers from the pool
+    at `port` (cli_processes.python_m: its time limit ends a hang as a failure); the finished
+    process and the seconds it ran."""
+    flags = _external(port, "--worker-start-timeout", worker_start_timeout)
+    started = time.monotonic()
+    done = python_m("beam_pipelines.convert", *raw, "--output", str(output), *flags)
+    return done, time.monotonic() - started
+
+
 def _error_line(stderr: str) -> str:
     """The command's one fault line; no traceback around it."""
     assert "Traceback" not in stderr
@@ -200,15 +203,12 @@ def test_a_worker_pool_of_this_virtualenv_runs_the_conversion_unchanged(tmp_path
     """The right set-up: the pool's `python` is this interpreter, the repository on its path.
     The probe names the workers' interpreter; every file is byte-identical to the
     DirectRunner's."""
-    pool, port = _start_pool(Path(sys.executable).parent, REPO)
-    try:
+    with _worker_pool(Path(sys.executable).parent, REPO, tmp_path / "pool.log") as port:
         common = write_runner_check_input("omniglot", tmp_path / "raw")
         assert convert_cli.main([*common, "--output", str(tmp_path / "direct")]) == 0
         capsys.readouterr()
         portable = [*common, "--output", str(tmp_path / "pool"), *_external(port)]
         assert convert_cli.main(portable) == 0
-    finally:
-        _stop_pool(pool)
     err = capsys.readouterr().err
     checked = [line for line in err.splitlines() if line.startswith("[workers] ")]
     assert len(checked) == 1, err
@@ -224,21 +224,9 @@ def test_a_pool_whose_python_lacks_apache_beam_ends_in_one_line_not_a_hang(tmp_p
     bare = _python_on_path(tmp_path / "bin", beam=False)
     check = subprocess.run([bare / "python", "-c", "import apache_beam"], capture_output=True)
     assert check.returncode != 0  # the premise: this `python` cannot import apache_beam
-    pool, port = _start_pool(bare, tmp_path)
-    try:
-        raw = write_runner_check_input("omniglot", tmp_path / "raw")
-        started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "beam_pipelines.convert", *raw]
-            + ["--output", str(tmp_path / "out"), *_external(port, "--worker-start-timeout", "4")],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=150,  # the hang this guards against would end here, as a failure
-        )
-        took = time.monotonic() - started
-    finally:
-        _stop_pool(pool)
+    raw = write_runner_check_input("omniglot", tmp_path / "raw")
+    with _worker_pool(bare, tmp_path, tmp_path / "pool.log") as port:
+        done, took = _convert_through_pool(raw, tmp_path / "out", port, "4")
     assert done.returncode == 2, done.stderr
     line = _error_line(done.stderr)
     assert line.startswith(
@@ -256,19 +244,9 @@ def test_a_pool_whose_python_lacks_this_project_names_the_interpreter(tmp_path):
     with hundreds of traceback lines; now one line names the worker's interpreter, its
     versions and each package it cannot import."""
     beam_only = _python_on_path(tmp_path / "bin", beam=True)
-    pool, port = _start_pool(beam_only, tmp_path)
-    try:
-        raw = write_runner_check_input("omniglot", tmp_path / "raw")
-        done = subprocess.run(
-            [sys.executable, "-m", "beam_pipelines.convert", *raw]
-            + ["--output", str(tmp_path / "out"), *_external(port, "--worker-start-timeout", "60")],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=150,
-        )
-    finally:
-        _stop_pool(pool)
+    raw = write_runner_check_input("omniglot", tmp_path / "raw")
+    with _worker_pool(beam_only, tmp_path, tmp_path / "pool.log") as port:
+        done, _ = _convert_through_pool(raw, tmp_path / "out", port, "60")
     assert done.returncode == 2, done.stderr
     line = _error_line(done.stderr)
     assert line.startswith(
@@ -316,7 +294,7 @@ def test_no_job_service_at_the_endpoint_is_one_line(tmp_path, capsys):
 def test_environments_that_cannot_start_are_refused_before_any_job(flags, expected):
     """Known without starting anything: each was a traceback from inside the job before."""
     args = argparse.Namespace(runner="PortableRunner", direct_num_workers=1)
-    with pytest.raises(ValueError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValueError, match=re.escape(expected)):
         make_runner(args, ["--job_endpoint", "embed", *flags])
 
 

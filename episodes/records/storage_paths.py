@@ -25,7 +25,7 @@ import os
 import posixpath
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -118,7 +118,7 @@ def _reason(exc: BaseException) -> str:
 
 
 _S3IO_CACHE: dict[tuple, Any] = {}
-_S3IO_LOCK = threading.Lock()
+_CLIENTS_LOCK = threading.Lock()
 _S3_FIELDS = (
     "s3_endpoint_url",
     "s3_access_key_id",
@@ -155,14 +155,20 @@ def _s3io() -> Any:
         settings = tuple(getattr(s3, name) for name in _S3_FIELDS)
     else:  # a plain dict on some runners' workers
         settings = tuple((options or {}).get(name) for name in _S3_FIELDS)
+    return _client_of_this_thread(_S3IO_CACHE, settings, lambda: s3io.S3IO(options=options))
+
+
+def _client_of_this_thread(cache: dict[tuple, Any], settings: Any, make: Callable[[], Any]) -> Any:
+    """The entry of `cache` for this process, thread and `settings`, made by `make` the first
+    time; other processes' (forked) and other settings' entries are dropped then."""
     key = (os.getpid(), threading.get_ident(), settings)
-    with _S3IO_LOCK:
-        if key not in _S3IO_CACHE:
-            stale = [k for k in _S3IO_CACHE if k[0] != key[0] or k[2] != key[2]]
-            for old in stale:  # another process's (forked) or other options' clients
-                del _S3IO_CACHE[old]
-            _S3IO_CACHE[key] = s3io.S3IO(options=options)
-        return _S3IO_CACHE[key]
+    with _CLIENTS_LOCK:
+        if key not in cache:
+            stale = [k for k in cache if k[0] != key[0] or k[2] != key[2]]
+            for old in stale:
+                del cache[old]
+            cache[key] = make()
+        return cache[key]
 
 
 _GCSIO_CACHE: dict[tuple, tuple[Any, Any]] = {}
@@ -176,15 +182,11 @@ def _gcsio() -> Any:
     from apache_beam.options.value_provider import RuntimeValueProvider
 
     options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
-    key = (os.getpid(), threading.get_ident(), id(options))
-    with _S3IO_LOCK:
-        if key not in _GCSIO_CACHE:
-            stale = [k for k in _GCSIO_CACHE if k[0] != key[0] or k[2] != key[2]]
-            for old in stale:  # another process's (forked) or other options' clients
-                del _GCSIO_CACHE[old]
-            # the options are kept with their client, so their id is not reused meanwhile
-            _GCSIO_CACHE[key] = (options, gcsio.GcsIO(pipeline_options=options))
-        return _GCSIO_CACHE[key][1]
+    # the options are kept with their client, so their id is not reused meanwhile
+    made = _client_of_this_thread(
+        _GCSIO_CACHE, id(options), lambda: (options, gcsio.GcsIO(pipeline_options=options))
+    )
+    return made[1]
 
 
 def _open_object(path: str, mode: str) -> IO[bytes]:
