@@ -8,7 +8,7 @@
 
 A multiclass learner (random weights: speed does not depend on them) evaluates the same
 synthetic episodes (5-way 1-shot 15-query by default) with transductive fine-tuning (Dhillon et
-al.: 25 epochs, two Adam steps each) through `learners.episode_eval.evaluate_episodes`, once
+al.: 25 epochs, two Adam steps each) through `learners.evaluation.episode_eval.evaluate_episodes`, once
 with --episodes-per-batch 1 (today's loop) and once batched; modes alternate for --rounds rounds
 (the machine may be shared) and the best round of each is compared. Printed: episodes/s of both
 and their ratio, measured in this run, and the share of query predictions on which they agree.
@@ -32,14 +32,14 @@ import time  # noqa: E402
 
 import torch  # noqa: E402
 
-from learners.episode_eval import evaluate_episodes  # noqa: E402
-from learners.registry import build_learner, learner_config  # noqa: E402
-from learners.synthetic_episodes import (  # noqa: E402
+from learners.evaluation.episode_eval import evaluate_episodes  # noqa: E402
+from learners.feed.synthetic_episodes import (  # noqa: E402
     BlobDataset,
     BlobDatasetConfig,
     SyntheticEpisodeConfig,
     SyntheticEpisodeSource,
 )
+from learners.methods.registry import build_learner, learner_config  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:

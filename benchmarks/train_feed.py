@@ -63,18 +63,18 @@ import torch  # noqa: E402
 from benchmarks.synthetic_dataset import write_jpeg_dataset  # noqa: E402
 from episodes.images.decoded_cache import write_decoded_cache  # noqa: E402
 from episodes.records.dataset_spec import Split, load_spec  # noqa: E402
-from learners.episode_feed import FeedConfig, feed  # noqa: E402
-from learners.episode_source import (  # noqa: E402
+from learners.feed.episode_feed import FeedConfig, feed  # noqa: E402
+from learners.feed.episode_source import (  # noqa: E402
     EpisodeOptions,
     open_batch_source,
     open_episode_source,
 )
-from learners.learner_config import LearnerConfig  # noqa: E402
+from learners.methods.learner_config import LearnerConfig  # noqa: E402
 from learners.methods.protonet import ProtoNet  # noqa: E402
-from learners.registry import build_learner, learner_config  # noqa: E402
-from learners.run_dir import RunConfig  # noqa: E402
+from learners.methods.registry import build_learner, learner_config  # noqa: E402
 from learners.train import train  # noqa: E402
-from learners.training_loop import LoopConfig, LoopResult, run_training  # noqa: E402
+from learners.training.run_dir import RunConfig  # noqa: E402
+from learners.training.training_loop import LoopConfig, LoopResult, run_training  # noqa: E402
 
 IMAGE_SIZE = 84
 
@@ -381,7 +381,7 @@ def multiclass_lines(results: dict) -> list[str]:
 
 class GpuDecodedSource:
     """Episodes of a dataset folder decoded on the GPU (`EpisodeReader(decode_device="cuda")`),
-    with the items interface of `learners.episode_source`."""
+    with the items interface of `learners.feed.episode_source`."""
 
     random_access = True
 

@@ -18,7 +18,7 @@ Kendall tau of validation vs test rankings). Evaluation episodes depend only on 
 --hardness-model (a fixed extractor, as the paper does: any checkpoint or run folder of this
 toolkit), else by the evaluated run itself. Under torchrun (`torchrun ... -m learners.evaluate --
 --run RUN ...`) rank r evaluates batches r, r+W, ... of --episodes-per-batch consecutive
-episodes (`learners.sharded_evaluation`) and rank 0 writes them all.
+episodes (`learners.evaluation.sharded_evaluation`) and rank 0 writes them all.
 """
 
 from __future__ import annotations
@@ -38,12 +38,38 @@ from episodes.sampler_factory import split_file_notes
 from episodes.util.atomic_files import atomic_path, write_text_atomically
 from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import add_dataset_argument, command_parser, finite_float
-from learners.batch_norm import BATCH_NORM_MODES
-from learners.batched_memory import CPU_EPISODES_PER_BATCH, default_episodes_per_batch
-from learners.config_fields import flag_name
-from learners.config_flags import add_config_flags, given_values
-from learners.device import make_deterministic, resolve_device
-from learners.distributed import (
+from learners.evaluation.batched_memory import CPU_EPISODES_PER_BATCH, default_episodes_per_batch
+from learners.evaluation.episode_eval import (
+    CLASS_FIELDS,
+    EPISODE_FIELDS,
+    EpisodeRecord,
+    HardnessMeasure,
+)
+from learners.evaluation.evaluation_folder import (
+    check_output_folder,
+    default_label,
+    folder_name,
+    result_folder,
+)
+from learners.evaluation.hardness_model import fixed_hardness_measure, run_hardness_measure
+from learners.evaluation.metrics import summarize_accuracies
+from learners.evaluation.sharded_evaluation import evaluate_shard
+from learners.feed.episode_feed import DECODE_DEVICES, check_decode_device
+from learners.feed.episode_source import (
+    SYNTHETIC,
+    EpisodeSource,
+    ShardEpisodeSource,
+    open_episode_source,
+)
+from learners.inference.md_finetune import check_md_finetune_flags
+from learners.methods.config_fields import flag_name
+from learners.methods.config_flags import add_config_flags, given_values
+from learners.methods.learner import Learner
+from learners.methods.multiclass import MulticlassLearner
+from learners.methods.registry import method_option_classes, methods_sharing
+from learners.nn.batch_norm import BATCH_NORM_MODES
+from learners.training.device import make_deterministic, resolve_device
+from learners.training.distributed import (
     SINGLE_PROCESS,
     RankInfo,
     on_rank_zero,
@@ -52,34 +78,8 @@ from learners.distributed import (
     rank_info_from_env,
     rank_session,
 )
-from learners.episode_eval import (
-    CLASS_FIELDS,
-    EPISODE_FIELDS,
-    EpisodeRecord,
-    HardnessMeasure,
-)
-from learners.episode_feed import DECODE_DEVICES, check_decode_device
-from learners.episode_source import (
-    SYNTHETIC,
-    EpisodeSource,
-    ShardEpisodeSource,
-    open_episode_source,
-)
-from learners.evaluation_folder import (
-    check_output_folder,
-    default_label,
-    folder_name,
-    result_folder,
-)
-from learners.hardness_model import fixed_hardness_measure, run_hardness_measure
-from learners.learner import Learner
-from learners.md_finetune import check_md_finetune_flags
-from learners.methods.multiclass import MulticlassLearner
-from learners.metrics import summarize_accuracies
-from learners.registry import method_option_classes, methods_sharing
-from learners.run_dir import RunConfig, load_run_learner, read_run_config
-from learners.sharded_evaluation import evaluate_shard
-from learners.training_loop import BEST, CHECKPOINTS, list_snapshots
+from learners.training.run_dir import RunConfig, load_run_learner, read_run_config
+from learners.training.training_loop import BEST, CHECKPOINTS, list_snapshots
 
 SNAPSHOT_FIELDS = ("step", "accuracy", "std", "ci95", "n")
 DEFAULT_EPISODES = 600

@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from episodes.util.cli_errors import run_main, user_faults  # noqa: E402
 from episodes.util.cli_style import command_parser, finite_float  # noqa: E402
-from learners.metrics import (  # noqa: E402
+from learners.evaluation.metrics import (  # noqa: E402
     average_ranks,
     divergence_slope,
     grouped_summaries,
@@ -51,8 +51,8 @@ from learners.metrics import (  # noqa: E402
     regression_line,
     t_95,
 )
-from learners.run_dir import RESUMABLE_CHANGES  # noqa: E402
-from learners.training_loop import VALIDATION_LOG  # noqa: E402
+from learners.training.run_dir import RESUMABLE_CHANGES  # noqa: E402
+from learners.training.training_loop import VALIDATION_LOG  # noqa: E402
 
 
 @dataclass

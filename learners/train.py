@@ -32,18 +32,47 @@ import torch
 from episodes.sampler_factory import split_file_notes
 from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
-from learners.backbone_init import RECORD_KEY as INIT_FROM_KEY
-from learners.backbone_init import (
+from learners.evaluation.episode_eval import validation_hook
+from learners.feed.episode_feed import (
+    DECODE_DEVICES,
+    FeedConfig,
+    check_decode_device,
+    check_throughput_options,
+    feed,
+)
+from learners.feed.episode_source import (
+    SYNTHETIC,
+    EpisodeOptions,
+    close_source,
+    open_batch_source,
+    open_episode_source,
+    open_sharded,
+)
+from learners.feed.validation_dataset import RECORD_KEY as VALIDATION_DATASET_KEY
+from learners.feed.validation_dataset import resolve_validation_dataset
+from learners.methods.config_fields import cli_fields
+from learners.methods.config_flags import add_config_flags, given_values
+from learners.methods.learner_config import LearnerConfig
+from learners.methods.registry import (
+    build_learner,
+    is_episodic,
+    learner_config,
+    method_names,
+    method_option_classes,
+    methods_sharing,
+    resolved_config,
+)
+from learners.nn.backbones import canonical_backbone_name
+from learners.optim.mixed_precision import AMP_MODES
+from learners.training.backbone_init import RECORD_KEY as INIT_FROM_KEY
+from learners.training.backbone_init import (
     BackboneInit,
     apply_backbone_init,
     read_backbone_init,
     write_record,
 )
-from learners.backbones import canonical_backbone_name
-from learners.config_fields import cli_fields
-from learners.config_flags import add_config_flags, given_values
-from learners.device import choose_loading, make_deterministic, resolve_device
-from learners.distributed import (
+from learners.training.device import choose_loading, make_deterministic, resolve_device
+from learners.training.distributed import (
     SINGLE_PROCESS,
     RankInfo,
     ShardPlan,
@@ -56,37 +85,10 @@ from learners.distributed import (
     rank_info_from_env,
     rank_session,
 )
-from learners.episode_eval import validation_hook
-from learners.episode_feed import (
-    DECODE_DEVICES,
-    FeedConfig,
-    check_decode_device,
-    check_throughput_options,
-    feed,
-)
-from learners.episode_source import (
-    SYNTHETIC,
-    EpisodeOptions,
-    close_source,
-    open_batch_source,
-    open_episode_source,
-    open_sharded,
-)
-from learners.learner_config import LearnerConfig
-from learners.meta_batch import meta_batch_stepper
-from learners.mixed_precision import AMP_MODES
-from learners.recipe_files import apply_recipe, recipe_listing, recipe_record
-from learners.registry import (
-    build_learner,
-    is_episodic,
-    learner_config,
-    method_names,
-    method_option_classes,
-    methods_sharing,
-    resolved_config,
-)
-from learners.run_dir import RunConfig, lock_run_folder, write_or_check_run_config
-from learners.training_loop import (
+from learners.training.meta_batch import meta_batch_stepper
+from learners.training.recipe_files import apply_recipe, recipe_listing, recipe_record
+from learners.training.run_dir import RunConfig, lock_run_folder, write_or_check_run_config
+from learners.training.training_loop import (
     CHECKPOINTS,
     LAST,
     LoopConfig,
@@ -94,8 +96,6 @@ from learners.training_loop import (
     list_snapshots,
     run_training,
 )
-from learners.validation_dataset import RECORD_KEY as VALIDATION_DATASET_KEY
-from learners.validation_dataset import resolve_validation_dataset
 
 
 def add_episode_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +114,7 @@ def add_throughput_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="DataLoader processes reading episodes ahead (0: the training process reads; "
-        "default: chosen from the device and cores, learners.device.choose_loading)",
+        "default: chosen from the device and cores, learners.training.device.choose_loading)",
     )
     group.add_argument(
         "--decode-processes",

@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def pretrain_config_from_args(args: argparse.Namespace) -> Any:
     """Validate the --pretrain options (or refuse them without --pretrain)."""
-    from learners.backbones import canonical_backbone_name
+    from learners.nn.backbones import canonical_backbone_name
     from splits.embeddings.pretrain import PretrainConfig
 
     pretrain_only = {
@@ -140,7 +140,7 @@ def pretrain_config_from_args(args: argparse.Namespace) -> Any:
 
 @user_faults(ValueError, FileNotFoundError)  # EmbedError and CheckpointError among them
 def main(argv: Sequence[str] | None = None) -> int:
-    from learners.device import resolve_device
+    from learners.training.device import resolve_device
 
     args, beam_args = build_parser().parse_known_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from learners import train as train_cli
-from learners.backbone_init import RECORD, apply_backbone_init, read_backbone_init
-from learners.checkpoint_file import weights_hash
-from learners.registry import build_learner, learner_config
+from learners.methods.registry import build_learner, learner_config
+from learners.training.backbone_init import RECORD, apply_backbone_init, read_backbone_init
+from learners.training.checkpoint_file import weights_hash
 from tests.cli_processes import TINY
 
 torch.set_num_threads(1)

@@ -12,18 +12,21 @@ import pytest
 import torch
 from torch import nn
 
-from learners.backbones import BackboneConfig, build_backbone
-from learners.batched_batch_norm import MaskedBatchNorm2d, with_masked_batch_norm
-from learners.batched_episodes import size_buckets
-from learners.batched_finetune import batched_augment, batched_finetune_query_logits
-from learners.batched_inference import batched_query_logits, batching_kind
-from learners.batched_memory import activation_bytes_per_image, episodes_per_batch_for_memory
-from learners.episode_batch import Normalization, episode_to_tensors
-from learners.episode_eval import episode_generator, evaluate_episodes
-from learners.finetune import FinetuneOptions, finetune_query_logits
-from learners.finetune_augment import augment_images
-from learners.registry import build_learner, learner_config
-from learners.synthetic_episodes import SyntheticEpisodeConfig, SyntheticEpisodeSource
+from learners.evaluation.batched_inference import batched_query_logits, batching_kind
+from learners.evaluation.batched_memory import (
+    activation_bytes_per_image,
+    episodes_per_batch_for_memory,
+)
+from learners.evaluation.episode_eval import episode_generator, evaluate_episodes
+from learners.feed.batched_episodes import size_buckets
+from learners.feed.episode_batch import Normalization, episode_to_tensors
+from learners.feed.synthetic_episodes import SyntheticEpisodeConfig, SyntheticEpisodeSource
+from learners.inference.batched_finetune import batched_augment, batched_finetune_query_logits
+from learners.inference.finetune import FinetuneOptions, finetune_query_logits
+from learners.inference.finetune_augment import augment_images
+from learners.methods.registry import build_learner, learner_config
+from learners.nn.backbones import BackboneConfig, build_backbone
+from learners.nn.batched_batch_norm import MaskedBatchNorm2d, with_masked_batch_norm
 
 torch.set_num_threads(1)
 SIZE = 16
@@ -59,7 +62,11 @@ def one_at_a_time(network, eps, options, start: int = 0) -> list[torch.Tensor]:
 def pretrained_network() -> nn.Module:
     """The tiny CNN4 after 60 multiclass steps on the synthetic blobs (random weights leave
     near-ties between ways, where float rounding alone flips predictions)."""
-    from learners.synthetic_episodes import BlobDataset, BlobDatasetConfig, SyntheticBatchSource
+    from learners.feed.synthetic_episodes import (
+        BlobDataset,
+        BlobDatasetConfig,
+        SyntheticBatchSource,
+    )
 
     torch.manual_seed(0)
     config = learner_config(
@@ -284,7 +291,7 @@ def test_default_batch_size_from_free_memory_and_bad_values() -> None:
 def test_evaluation_runs_under_the_runs_amp() -> None:
     """bf16 autocast engages in the batched pass (logits move by bf16 rounding, predictions
     mostly stay)."""
-    from learners.mixed_precision import MixedPrecision
+    from learners.optim.mixed_precision import MixedPrecision
 
     learner = tiny_learner("protonet")
     eps = episodes(FIXED, 3)
@@ -308,7 +315,7 @@ def test_a_batch_out_of_memory_is_halved_with_the_same_draws(monkeypatch) -> Non
     """Fault injection: batches of more than 2 episodes 'run out of memory' after drawing some
     augmentation; the halves redraw from the restored generators, so the records equal those
     of batches of 2."""
-    import learners.episode_eval as episode_eval
+    import learners.evaluation.episode_eval as episode_eval
 
     real = episode_eval.batched_query_logits
     attempts = []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from learners.training_loop import _atomic_save
+from learners.training.training_loop import _atomic_save
 
 # Delays after which SIGINT lands during the write of ~80 MB (the first ones land while torch
 # still pickles, the later ones while it writes records: both must end as an interrupt).

@@ -1,4 +1,4 @@
-"""The copy to the device ahead of the step (`learners.device_prefetch`): items keep their order
+"""The copy to the device ahead of the step (`learners.feed.device_prefetch`): items keep their order
 and bytes, and give the learner the same normalised inputs as the feed without it; errors
 arrive as themselves; closing stops the drawing thread and closes the feed. On CPU the staging
 and the thread run as on CUDA minus the copy (CUDA streams wait for a GPU run)."""
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from learners.device_prefetch import DevicePrefetcher, image_tensors, prefetch_to_device
-from learners.episode_feed import FeedConfig, _loader_items, feed
-from learners.episode_source import EpisodeOptions, open_batch_source, open_episode_source
-from learners.registry import build_learner, learner_config
+from learners.feed.device_prefetch import DevicePrefetcher, image_tensors, prefetch_to_device
+from learners.feed.episode_feed import FeedConfig, _loader_items, feed
+from learners.feed.episode_source import EpisodeOptions, open_batch_source, open_episode_source
+from learners.methods.registry import build_learner, learner_config
 from tests.test_training_feed import assert_same_items, jpeg_dataset  # noqa: F401 (fixture)
 
 CPU = torch.device("cpu")

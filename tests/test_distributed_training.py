@@ -23,7 +23,11 @@ import torch
 
 from learners import evaluate
 from learners import train as train_cli
-from learners.distributed import (
+from learners.evaluation.sharded_evaluation import batch_share
+from learners.feed.episode_source import EpisodeOptions, ShardedSource, open_episode_source
+from learners.feed.synthetic_episodes import BlobDataset, BlobDatasetConfig, SyntheticEpisodeSource
+from learners.methods.registry import build_learner, learner_config
+from learners.training.distributed import (
     SINGLE_PROCESS,
     RankInfo,
     ShardPlan,
@@ -31,11 +35,7 @@ from learners.distributed import (
     loading_note,
     rank_info_from_env,
 )
-from learners.episode_source import EpisodeOptions, ShardedSource, open_episode_source
-from learners.meta_batch import meta_batch_step
-from learners.registry import build_learner, learner_config
-from learners.sharded_evaluation import batch_share
-from learners.synthetic_episodes import BlobDataset, BlobDatasetConfig, SyntheticEpisodeSource
+from learners.training.meta_batch import meta_batch_step
 from tests.test_learners_cli import TINY as CLI_TINY
 
 torch.set_num_threads(1)

@@ -17,9 +17,9 @@ from episodes.records.example_proto import encode_image_example
 from episodes.records.record_index import RecordIndex, write_index
 from episodes.records.record_reader import RecordReader
 from episodes.records.tfrecord_io import write_records
-from learners.episode_batch import images_to_tensor
-from learners.registry import build_learner, learner_config
-from learners.training_loop import save_checkpoint
+from learners.feed.episode_batch import images_to_tensor
+from learners.methods.registry import build_learner, learner_config
+from learners.training.training_loop import save_checkpoint
 from splits import embed as embed_cli
 from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.embeddings.feature_extractor import load_feature_extractor, weights_hash

@@ -16,11 +16,11 @@ import torch
 
 from learners import evaluate, report
 from learners import train as train_cli
-from learners.episode_eval import CLASS_FIELDS, EPISODE_FIELDS
-from learners.episode_source import EpisodeOptions
-from learners.registry import learner_config
-from learners.run_dir import RunConfig
-from learners.training_loop import list_snapshots
+from learners.evaluation.episode_eval import CLASS_FIELDS, EPISODE_FIELDS
+from learners.feed.episode_source import EpisodeOptions
+from learners.methods.registry import learner_config
+from learners.training.run_dir import RunConfig
+from learners.training.training_loop import list_snapshots
 
 torch.set_num_threads(1)
 
@@ -348,7 +348,7 @@ def test_a_run_saved_in_the_old_flat_layout_evaluates_the_same(
 
 def test_old_flat_multiclass_options_load_into_the_methods_dataclass() -> None:
     from learners.methods.multiclass import MulticlassConfig
-    from learners.registry import learner_config_from_dict, resolved_config
+    from learners.methods.registry import learner_config_from_dict, resolved_config
 
     flat = {**OLD_FLAT_PROTONET, "method": "knn", "knn_k": 3, "train_class_ids": [4, 5, 6]}
     del flat["pretrain_augment"]  # runs older still did not save it: it was off

@@ -17,10 +17,14 @@ import pytest
 import torch
 
 from learners import train as train_cli
-from learners.checkpoint_file import load_checkpoint_learner
-from learners.config_fields import cli_fields, flag_name
-from learners.learner_config import LearnerConfig
-from learners.registry import (
+from learners.feed.synthetic_episodes import (
+    SyntheticBatchSource,
+    SyntheticEpisodeConfig,
+    SyntheticEpisodeSource,
+)
+from learners.methods.config_fields import cli_fields, flag_name
+from learners.methods.learner_config import LearnerConfig
+from learners.methods.registry import (
     build_learner,
     learner_config,
     learner_config_from_dict,
@@ -29,12 +33,8 @@ from learners.registry import (
     register_learner,
     resolved_config,
 )
-from learners.synthetic_episodes import (
-    SyntheticBatchSource,
-    SyntheticEpisodeConfig,
-    SyntheticEpisodeSource,
-)
-from learners.training_loop import save_checkpoint
+from learners.training.checkpoint_file import load_checkpoint_learner
+from learners.training.training_loop import save_checkpoint
 
 torch.set_num_threads(1)
 

@@ -1,6 +1,6 @@
 """The papers' conventions as options, each against a re-typed reference formula on small inputs:
-BatchNorm moments (learners.batch_norm), Matching Networks' support-only normalisation, MAML's
-adapted parameter set, the learning-rate schedules (learners.lr_schedule)."""
+BatchNorm moments (learners.nn.batch_norm), Matching Networks' support-only normalisation, MAML's
+adapted parameter set, the learning-rate schedules (learners.optim.lr_schedule)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ import numpy as np
 import pytest
 import torch
 
-from learners.batch_norm import EpisodeBatchNorm2d, embed_support_query
-from learners.learner_config import LearnerConfig
-from learners.lr_schedule import (
+from learners.feed.synthetic_episodes import SyntheticEpisodeConfig, SyntheticEpisodeSource
+from learners.methods.learner_config import LearnerConfig
+from learners.methods.maml import MamlConfig, batch_norm_parameter_names
+from learners.methods.matching import MatchingConfig, matching_log_probs
+from learners.methods.registry import build_learner, learner_config, learner_config_from_dict
+from learners.nn.batch_norm import EpisodeBatchNorm2d, embed_support_query
+from learners.optim.lr_schedule import (
     ScheduleConfig,
     apply_schedule,
     cosine_cycles_lr,
     cycle_lengths,
     exponential_lr,
 )
-from learners.methods.maml import MamlConfig, batch_norm_parameter_names
-from learners.methods.matching import MatchingConfig, matching_log_probs
-from learners.registry import build_learner, learner_config, learner_config_from_dict
-from learners.synthetic_episodes import SyntheticEpisodeConfig, SyntheticEpisodeSource
-from learners.training_loop import LoopConfig, run_training
+from learners.training.training_loop import LoopConfig, run_training
 
 torch.set_num_threads(1)
 EPISODES = SyntheticEpisodeConfig(ways=5, shots=3, queries=4)
@@ -125,7 +125,7 @@ def test_support_moments_carry_gradients_and_queries_do_not_see_each_other() -> 
 
 
 def test_a_query_pass_without_recorded_support_moments_is_refused() -> None:
-    from learners.batch_norm import replaying
+    from learners.nn.batch_norm import replaying
 
     layer = _norm_layer()
     with pytest.raises(RuntimeError, match="support-set moments"), replaying(layer):
@@ -353,7 +353,7 @@ def test_mixup_lambdas_are_per_sample_and_folded_as_fastai() -> None:
 
 
 def test_weight_norm_head_starts_with_normalised_outputs_and_cosine_logits() -> None:
-    from learners.md_finetune import MDFinetuneOptions, MDHead
+    from learners.inference.md_finetune import MDFinetuneOptions, MDHead
 
     torch.manual_seed(0)
     features = torch.randn(20, 6, dtype=torch.float64) * 3 + 1
@@ -398,8 +398,8 @@ def test_md_finetune_inference_fits_the_support_and_leaves_the_weights(all_layer
 
 
 def test_reference_relation_module_and_backbone_have_meta_datasets_shapes() -> None:
-    from learners.backbones import BackboneConfig, build_backbone
     from learners.methods.relation import ReferenceRelationModule, RelationConfig
+    from learners.nn.backbones import BackboneConfig, build_backbone
 
     backbone = build_backbone(BackboneConfig("relationnet_cnn4", image_size=84))
     maps = backbone.feature_map(torch.zeros(2, 3, 84, 84))
@@ -418,7 +418,7 @@ def test_reference_relation_module_and_backbone_have_meta_datasets_shapes() -> N
 
 
 def test_meta_datasets_wide_resnet_is_wrn_16_2_with_128_features() -> None:
-    from learners.backbones import BackboneConfig, build_backbone
+    from learners.nn.backbones import BackboneConfig, build_backbone
 
     wrn = build_backbone(BackboneConfig("wrn16_2", image_size=32))
     assert wrn.out_dim == 128  # _wide_resnet: "x.shape: [X, 1, 1, 128]"
@@ -439,7 +439,7 @@ def _bilinear_align_corners(image: np.ndarray, side: int) -> np.ndarray:
 
 
 def test_deeplab_alignment_resizes_resnet18_inputs_as_meta_dataset() -> None:
-    from learners.backbones import deeplab_align, deeplab_aligned_size
+    from learners.nn.backbones import deeplab_align, deeplab_aligned_size
 
     # the sizes functional_backbones._resnet's comment lists
     assert [deeplab_aligned_size(s) for s in (42, 84, 126, 168, 224)] == [65, 97, 129, 193, 225]
@@ -455,7 +455,7 @@ def test_deeplab_alignment_resizes_resnet18_inputs_as_meta_dataset() -> None:
 
 
 def test_deeplab_alignment_is_what_the_resnet18_sees_and_is_refused_elsewhere() -> None:
-    from learners.backbones import deeplab_align
+    from learners.nn.backbones import deeplab_align
 
     config = learner_config("protonet", backbone="resnet18", width=0.25, image_size=42)
     plain = build_learner(config)
@@ -480,9 +480,9 @@ def test_deeplab_alignment_is_what_the_resnet18_sees_and_is_refused_elsewhere() 
 
 
 def test_a_hardness_extractor_sees_its_own_input_scaling() -> None:
-    from learners.episode_batch import images_to_tensor
-    from learners.hardness_model import _Extractor, renormalized
-    from learners.learner import input_normalization
+    from learners.evaluation.hardness_model import _Extractor, renormalized
+    from learners.feed.episode_batch import images_to_tensor
+    from learners.methods.learner import input_normalization
 
     rng = np.random.default_rng(0)
     pixels = rng.integers(0, 256, size=(2, 16, 16, 3), dtype=np.uint8)

@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from learners.backbones import BackboneConfig, DropBlock, build_backbone
-from learners.episode_batch import Normalization, episode_to_tensors
-from learners.finetune import (
+from learners.feed.episode_batch import Normalization, episode_to_tensors
+from learners.feed.synthetic_episodes import SyntheticEpisodeConfig, SyntheticEpisodeSource
+from learners.inference.finetune import (
     DHILLON_BN_MICRO_BATCH,
     CosineHead,
     FinetuneOptions,
@@ -22,8 +22,8 @@ from learners.finetune import (
     micro_batched_logits,
     micro_batches,
 )
-from learners.finetune_augment import augment_images, change_lighting, flip_and_crop
-from learners.synthetic_episodes import SyntheticEpisodeConfig, SyntheticEpisodeSource
+from learners.inference.finetune_augment import augment_images, change_lighting, flip_and_crop
+from learners.nn.backbones import BackboneConfig, DropBlock, build_backbone
 
 torch.set_num_threads(1)
 
@@ -153,7 +153,7 @@ def test_augmentation_draws_per_image_and_is_reproducible() -> None:
 
 @pytest.mark.parametrize("freeze, augment", [(False, True), (True, False)])
 def test_finetuning_options_are_saved_and_used(freeze: bool, augment: bool) -> None:
-    from learners.registry import build_learner, learner_config, learner_config_from_dict
+    from learners.methods.registry import build_learner, learner_config, learner_config_from_dict
 
     config = learner_config(
         "transductive",
@@ -185,8 +185,8 @@ def test_multiclass_pretraining_augments_its_batches_by_default() -> None:
 
 @pytest.mark.parametrize("augment", [False, True])
 def test_pretraining_step_sees_augmented_images(augment: bool) -> None:
-    from learners.registry import build_learner, learner_config
-    from learners.synthetic_episodes import SyntheticBatchSource
+    from learners.feed.synthetic_episodes import SyntheticBatchSource
+    from learners.methods.registry import build_learner, learner_config
 
     images, class_ids = SyntheticBatchSource(batch_size=8, seed=1).batch(0)
     losses = []
@@ -288,7 +288,7 @@ def test_sets_within_the_micro_batch_are_unchanged() -> None:
 
 def test_the_micro_batch_option_is_saved_and_old_runs_keep_one_batch() -> None:
     from learners.methods.multiclass import MulticlassConfig
-    from learners.registry import build_learner, learner_config, learner_config_from_dict
+    from learners.methods.registry import build_learner, learner_config, learner_config_from_dict
 
     config = learner_config(
         "transductive", image_size=28, width=0.25, train_class_ids=list(range(12))

@@ -10,12 +10,7 @@ import pytest
 import torch
 from scipy import stats
 
-from learners.backbones import BACKBONES, BackboneConfig, DropBlock, build_backbone
-from learners.episode_batch import episode_to_tensors
-from learners.inner_loop import sgd_adapt
-from learners.knn import knn_logits
-from learners.methods.matching import matching_log_probs
-from learners.metrics import (
+from learners.evaluation.metrics import (
     average_ranks,
     class_precision,
     difference_inconclusive,
@@ -25,7 +20,12 @@ from learners.metrics import (
     rank_with_ties,
     summarize_accuracies,
 )
-from learners.prototypes import (
+from learners.feed.episode_batch import episode_to_tensors
+from learners.inference.knn import knn_logits
+from learners.methods.matching import matching_log_probs
+from learners.nn.backbones import BACKBONES, BackboneConfig, DropBlock, build_backbone
+from learners.nn.inner_loop import sgd_adapt
+from learners.nn.prototypes import (
     class_prototypes,
     cosine_classifier_logits,
     prototype_linear_layer,

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from learners.learner_config import LearnerConfig
-from learners.registry import build_learner, episodic_methods, learner_config, method_entry
-from learners.synthetic_episodes import (
+from learners.feed.synthetic_episodes import (
     SyntheticBatchSource,
     SyntheticEpisodeConfig,
     SyntheticEpisodeSource,
 )
+from learners.methods.learner_config import LearnerConfig
+from learners.methods.registry import build_learner, episodic_methods, learner_config, method_entry
 
 torch.set_num_threads(1)
 

@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learners.backbones import BACKBONES
-from learners.learner import make_optimizer
-from learners.learner_config import LearnerConfig
+from learners.methods.learner import make_optimizer
+from learners.methods.learner_config import LearnerConfig
 from learners.methods.multiclass import MulticlassConfig, smoothed_targets, soft_cross_entropy
-from learners.registry import build_learner, learner_config, learner_config_from_dict
-from learners.weight_decay import DecoupledSGD, build_optimizer
+from learners.methods.registry import build_learner, learner_config, learner_config_from_dict
+from learners.nn.backbones import BACKBONES
+from learners.optim.weight_decay import DecoupledSGD, build_optimizer
 
 torch.set_num_threads(1)
 TINY = {"backbone": "cnn4", "image_size": 28, "width": 0.25}
@@ -81,7 +81,7 @@ def test_a_multiclass_batch_loss_uses_the_chosen_smoothing_form() -> None:
     images = rng.integers(0, 256, size=(6, 28, 28, 3), dtype=np.uint8)
     class_ids = np.array([2, 5, 9, 11, 9, 2])
     loss = learner.batch_loss(images, class_ids)
-    from learners.episode_batch import images_to_tensor
+    from learners.feed.episode_batch import images_to_tensor
 
     inputs = images_to_tensor(images, learner.device, learner.normalization, 28)
     with torch.no_grad():

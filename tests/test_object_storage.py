@@ -637,7 +637,7 @@ def test_all_sources_from_a_bucket_root_to_a_bucket(s3, tmp_path, capsys):
 
 
 def test_learners_name_fetch_for_a_remote_dataset():
-    from learners.episode_source import dataset_dirs
+    from learners.feed.episode_source import dataset_dirs
 
     with pytest.raises(FileNotFoundError, match="episodes.fetch --dataset s3://out/x --output"):
         dataset_dirs("s3://out/x")

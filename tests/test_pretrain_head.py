@@ -1,4 +1,4 @@
-"""Meta-Dataset's pre-training classifier (`learners.pretrain_head`, `--pretrain-head cosine`,
+"""Meta-Dataset's pre-training classifier (`learners.nn.pretrain_head`, `--pretrain-head cosine`,
 `--pretrain-weight-norm`): the logits against the re-typed formula of
 meta_dataset/models/functional_classifiers.py (linear_classifier), training lowers the loss,
 the options belong to the multiclass methods only, old runs resume with the linear layer, and a
@@ -16,17 +16,17 @@ from torch import nn
 
 from learners import evaluate
 from learners import train as train_cli
-from learners.batched_inference import batched_query_logits
-from learners.checkpoint_file import load_checkpoint_learner
-from learners.methods.multiclass import MulticlassConfig
-from learners.pretrain_head import HeadOptions, MetaDatasetClassifier
-from learners.registry import build_learner, learner_config, method_names, methods_sharing
-from learners.synthetic_episodes import (
+from learners.evaluation.batched_inference import batched_query_logits
+from learners.feed.synthetic_episodes import (
     SyntheticBatchSource,
     SyntheticEpisodeConfig,
     SyntheticEpisodeSource,
 )
-from learners.weight_decay import DecoupledSGD
+from learners.methods.multiclass import MulticlassConfig
+from learners.methods.registry import build_learner, learner_config, method_names, methods_sharing
+from learners.nn.pretrain_head import HeadOptions, MetaDatasetClassifier
+from learners.optim.weight_decay import DecoupledSGD
+from learners.training.checkpoint_file import load_checkpoint_learner
 from splits.embeddings.feature_extractor import load_feature_extractor
 from tests.test_distributed_training import TINY as RANK_TINY
 from tests.test_distributed_training import (

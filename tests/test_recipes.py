@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from learners.recipe_files import load_recipe, recipe_listing, recipe_names
 from learners.train import main
+from learners.training.recipe_files import load_recipe, recipe_listing, recipe_names
 
 TINY = ["--backbone", "cnn4", "--image-size", "28", "--width", "0.25", "--episodes", "2"]
 TINY += ["--validation-episodes", "0", "--batch-size", "8", "--no-progress", "--device", "cpu"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from learners import report
-from learners.metrics import divergence_slope, rank_with_ties, t_95
+from learners.evaluation.metrics import divergence_slope, rank_with_ties, t_95
 
 
 def _evaluation(

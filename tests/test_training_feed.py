@@ -27,17 +27,17 @@ from episodes.images.decoded_cache import write_decoded_cache
 from episodes.records.dataset_spec import Split
 from episodes.sampler import SamplerConfig
 from learners import train as train_cli
-from learners.device import choose_loading
-from learners.episode_feed import FeedConfig, StreamDataset, feed, make_loader
-from learners.episode_source import (
+from learners.feed.episode_feed import FeedConfig, StreamDataset, feed, make_loader
+from learners.feed.episode_source import (
     EpisodeOptions,
     ShardEpisodeSource,
     open_batch_source,
     open_episode_source,
 )
-from learners.registry import build_learner, learner_config
-from learners.run_dir import CONFIG, RunConfig, write_or_check_run_config
-from learners.training_loop import list_snapshots
+from learners.methods.registry import build_learner, learner_config
+from learners.training.device import choose_loading
+from learners.training.run_dir import CONFIG, RunConfig, write_or_check_run_config
+from learners.training.training_loop import list_snapshots
 from tests.conftest import make_local_runner
 from tests.test_reader_fixtures import write_dataset
 

@@ -21,8 +21,8 @@ import torch
 
 from learners import evaluate
 from learners import train as train_cli
-from learners.run_checkpoints import ResumePoint, resume_point
-from learners.training_loop import NonFiniteLossError, check_loss
+from learners.training.run_checkpoints import ResumePoint, resume_point
+from learners.training.training_loop import NonFiniteLossError, check_loss
 from tests.cli_processes import REPO, TINY, start_python_m
 
 torch.set_num_threads(1)

@@ -207,7 +207,7 @@ def test_train_with_loader_workers_then_evaluate_under_sigterm_and_kill_9(work, 
     out = run / "eval" / "sigterm"
     killed_while_writing = (
         "import os, sys; from pathlib import Path; "
-        "from learners.evaluation_folder import result_folder\n"
+        "from learners.evaluation.evaluation_folder import result_folder\n"
         "with result_folder(Path(sys.argv[1])) as folder:\n"
         "    (folder / 'summary.json').write_text('{')\n"
         "    os._exit(0)"

@@ -14,8 +14,8 @@ from episodes import read as read_cli
 from episodes.records.dataset_spec import load_spec
 from episodes.records.split_file import read_split_file
 from episodes.util.cli_errors import UserError
-from learners.episode_source import EpisodeOptions, open_episode_source
 from learners.evaluate import split_divergence
+from learners.feed.episode_source import EpisodeOptions, open_episode_source
 from splits import analyze, make
 from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.split_sizes import split_by_fractions, split_counts

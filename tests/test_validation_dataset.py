@@ -11,12 +11,17 @@ import pytest
 import torch
 
 from episodes.records.dataset_spec import Split
-from learners.checkpoint_file import load_checkpoint_learner
-from learners.episode_eval import validation_hook
-from learners.episode_source import SYNTHETIC, EpisodeOptions, close_source, open_episode_source
-from learners.recipe_files import load_recipe, recipe_names
+from learners.evaluation.episode_eval import validation_hook
+from learners.feed.episode_source import (
+    SYNTHETIC,
+    EpisodeOptions,
+    close_source,
+    open_episode_source,
+)
+from learners.feed.validation_dataset import resolve_validation_dataset
 from learners.train import main
-from learners.validation_dataset import resolve_validation_dataset
+from learners.training.checkpoint_file import load_checkpoint_learner
+from learners.training.recipe_files import load_recipe, recipe_names
 from tests.test_reader_fixtures import write_dataset
 
 torch.set_num_threads(1)

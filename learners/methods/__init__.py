@@ -1,1 +1,1 @@
-"""The registered few-shot methods (one module each)."""
+"""What a learner is (the Learner interface, its config, the registry) and one module per method."""

@@ -21,13 +21,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from learners.batch_norm import recording, replaying
-from learners.config_fields import MethodConfig, option
-from learners.episode_batch import EpisodeTensors
-from learners.inner_loop import Params, sgd_adapt
-from learners.learner import Learner
-from learners.prototypes import class_prototypes, prototype_linear_layer
-from learners.registry import register_learner
+from learners.feed.episode_batch import EpisodeTensors
+from learners.methods.config_fields import MethodConfig, option
+from learners.methods.learner import Learner
+from learners.methods.registry import register_learner
+from learners.nn.batch_norm import recording, replaying
+from learners.nn.inner_loop import Params, sgd_adapt
+from learners.nn.prototypes import class_prototypes, prototype_linear_layer
 
 HEAD_WEIGHT = "head.weight"
 HEAD_BIAS = "head.bias"

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from learners.config_fields import MethodConfig, option
-from learners.episode_batch import EpisodeTensors
-from learners.learner import Learner
-from learners.prototypes import tf_l2_normalize
-from learners.registry import register_learner
+from learners.feed.episode_batch import EpisodeTensors
+from learners.methods.config_fields import MethodConfig, option
+from learners.methods.learner import Learner
+from learners.methods.registry import register_learner
+from learners.nn.prototypes import tf_l2_normalize
 
 MATCHING_NORMALIZATIONS = ("support", "both")
 

@@ -9,7 +9,7 @@ MixUpCallback does for the authors' pretrain.py) and, with
 Meta-Dataset's and ATG's baselines pre-train with plain cross-entropy and no augmentation
 (`--label-smoothing 0 --mixup-alpha 0 --no-pretrain-augment`, their recipes); Meta-Dataset's
 classifier is a weight-normalised cosine one (`--pretrain-head cosine --pretrain-weight-norm`,
-`learners.pretrain_head`; the default stays a linear layer). Inference on an episode uses
+`learners.nn.pretrain_head`; the default stays a linear layer). Inference on an episode uses
 the feature extractor (network without its last linear layer) with the prototype classifier or
 k-NN, or the whole network's logits for support-based initialisation and (transductive)
 fine-tuning.
@@ -24,26 +24,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learners.config_fields import MethodConfig, option
-from learners.episode_batch import EpisodeTensors, images_to_tensor
-from learners.finetune import (
+from learners.feed.episode_batch import EpisodeTensors, images_to_tensor
+from learners.inference.finetune import (
     DHILLON_BN_MICRO_BATCH,
     CosineHead,
     FinetuneOptions,
     finetune_query_logits,
 )
-from learners.finetune_augment import augment_images
-from learners.knn import KNN_METRICS, knn_logits
-from learners.learner import Learner
-from learners.md_finetune import MDFinetuneOptions, md_finetune_query_logits
-from learners.pretrain_head import (
+from learners.inference.finetune_augment import augment_images
+from learners.inference.knn import KNN_METRICS, knn_logits
+from learners.inference.md_finetune import MDFinetuneOptions, md_finetune_query_logits
+from learners.methods.config_fields import MethodConfig, option
+from learners.methods.learner import Learner
+from learners.methods.registry import register_learner
+from learners.nn.pretrain_head import (
     HEADS,
     HeadOptions,
     MetaDatasetClassifier,
     pretrain_classifier,
 )
-from learners.prototypes import class_prototypes, prototype_logits
-from learners.registry import register_learner
+from learners.nn.prototypes import class_prototypes, prototype_logits
 
 INFERENCES = ("protonet", "knn", "support_init", "finetune", "transductive", "md_finetune")
 # How label smoothing spreads eps: Dhillon et al. A.2's text (eps / (K - 1) on each other class),
@@ -226,13 +226,13 @@ def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Ten
 @register_learner("md_finetune", options=MulticlassConfig, fixed={"inference": "md_finetune"})
 class MulticlassLearner(Learner):
     """Backbone + classifier over `options.train_class_ids` (linear, or Meta-Dataset's cosine /
-    weight-normalised one: `learners.pretrain_head`), trained on (images, ids) batches."""
+    weight-normalised one: `learners.nn.pretrain_head`), trained on (images, ids) batches."""
 
     stream = "batches"
     options: MulticlassConfig
 
     def undecayed_parameters(self) -> list[nn.Parameter]:
-        """The direction v of a weight-normalised classifier (`learners.pretrain_head`)."""
+        """The direction v of a weight-normalised classifier (`learners.nn.pretrain_head`)."""
         if isinstance(self.classifier, MetaDatasetClassifier):
             return self.classifier.undecayed_parameters()
         return []

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import torch
 
-from learners.config_fields import MethodConfig
-from learners.episode_batch import EpisodeTensors
-from learners.learner import Learner
-from learners.prototypes import class_prototypes, prototype_logits
-from learners.registry import register_learner
+from learners.feed.episode_batch import EpisodeTensors
+from learners.methods.config_fields import MethodConfig
+from learners.methods.learner import Learner
+from learners.methods.registry import register_learner
+from learners.nn.prototypes import class_prototypes, prototype_logits
 
 
 @dataclass

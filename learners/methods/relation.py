@@ -20,12 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learners.batch_norm import EpisodeBatchNorm2d
-from learners.config_fields import MethodConfig, option
-from learners.episode_batch import EpisodeTensors
-from learners.learner import Learner
-from learners.prototypes import class_prototypes
-from learners.registry import register_learner
+from learners.feed.episode_batch import EpisodeTensors
+from learners.methods.config_fields import MethodConfig, option
+from learners.methods.learner import Learner
+from learners.methods.registry import register_learner
+from learners.nn.batch_norm import EpisodeBatchNorm2d
+from learners.nn.prototypes import class_prototypes
 
 RELATION_MODULES = ("reference", "pooled")
 

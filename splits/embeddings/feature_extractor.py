@@ -1,6 +1,6 @@
 """The feature extractor of an embedding job: a learners checkpoint -> its backbone in eval mode.
 
-The learner is rebuilt from the checkpoint alone (`learners.checkpoint_file`) and its `backbone`
+The learner is rebuilt from the checkpoint alone (`learners.training.checkpoint_file`) and its `backbone`
 (the network without its last linear layer, as ATG sec. 5 defines the feature extractor) is
 what embeds images.
 """
@@ -13,15 +13,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from learners.checkpoint_file import (
+from learners.feed.episode_batch import Normalization
+from learners.training.checkpoint_file import (
     CheckpointError,
     load_checkpoint_learner,
     resolve_checkpoint,
     weights_hash,
 )
-from learners.episode_batch import Normalization
 
-# the checkpoint helpers live in learners.checkpoint_file; these names stay importable from here
+# the checkpoint helpers live in learners.training.checkpoint_file; these names stay importable from here
 __all__ = [
     "CheckpointError",
     "ModelInfo",

@@ -149,7 +149,7 @@ class EmbedChunksFn(beam.DoFn):
         import torch
 
         from episodes.records.record_reader import RecordReader
-        from learners.device import resolve_device
+        from learners.training.device import resolve_device
         from splits.embeddings.feature_extractor import load_feature_extractor
 
         if self.options.torch_threads:
@@ -224,7 +224,7 @@ class EmbedChunksFn(beam.DoFn):
         """Sum over the batch of the backbone's features, in float64 (numpy: a fixed order)."""
         import torch
 
-        from learners.episode_batch import images_to_tensor
+        from learners.feed.episode_batch import images_to_tensor
 
         with torch.inference_mode():
             inputs = images_to_tensor(images, self.device, self.normalization)

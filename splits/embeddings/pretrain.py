@@ -16,10 +16,10 @@ from pathlib import Path
 
 from episodes.records.dataset_spec import DatasetSpec, load_spec
 from episodes.records.split_file import SplitFile
-from learners.episode_source import EpisodeOptions
-from learners.registry import learner_config
-from learners.run_dir import RunConfig, checkpoint_path
+from learners.feed.episode_source import EpisodeOptions
+from learners.methods.registry import learner_config
 from learners.train import train
+from learners.training.run_dir import RunConfig, checkpoint_path
 
 ALL_CLASSES_SPLIT = "all_classes_split.json"
 DEFAULT_EPOCHS = 1.0

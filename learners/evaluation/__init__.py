@@ -1,0 +1,1 @@
+"""Scoring learners on episodes: per-episode and batched evaluation, metrics, hardness, results."""

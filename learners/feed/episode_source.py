@@ -1,0 +1,444 @@
+"""Where learners get their data: an episode source (episodes by index) and a batch source
+(non-episodic (images, class_ids) batches for multiclass pre-training).
+
+Implementations: the synthetic blobs of `learners.feed.synthetic_episodes` (dataset name
+"synthetic"), converted datasets through `episodes.read.EpisodeReader` (imported lazily, so this
+package works without it), and materialised episode shards (`episodes.episode_shards`).
+Sources are addressed by index, so training can resume at any step and evaluation reads the
+same episodes on every machine. `items(indices)` reads any increasing indices (what a
+background loader's worker w of W reads: start+w, start+w+W, ...); `random_access` says whether
+skipped indices cost nothing (False for shards, which are read front to back). A
+`ShardedSource` is one torchrun rank's share of a training stream (`learners.training.distributed`).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from episodes.records.local_dataset import is_remote
+from learners.feed.synthetic_episodes import (
+    BlobDataset,
+    BlobDatasetConfig,
+    SyntheticBatchSource,
+    SyntheticEpisodeConfig,
+    SyntheticEpisodeSource,
+)
+
+if TYPE_CHECKING:
+    from learners.training.distributed import ShardPlan
+
+SYNTHETIC = "synthetic"
+
+
+class EpisodeSource(Protocol):
+    random_access: bool
+
+    def episodes(self, start: int = 0) -> Iterator[Any]:
+        """Episodes start, start+1, ... (dicts or objects following the episode contract)."""
+        ...
+
+    def items(self, indices: Iterable[int]) -> Iterator[Any]:
+        """The episodes of increasing `indices`, in that order."""
+        ...
+
+
+class BatchSource(Protocol):
+    class_ids: Sequence[int]
+    random_access: bool
+
+    def batches(self, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Batches start, start+1, ... of (images (B,H,W,3), class ids (B,))."""
+        ...
+
+    def items(self, indices: Iterable[int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The batches of increasing `indices`, in that order."""
+        ...
+
+
+def close_source(source: Any) -> None:
+    """Release a source's files, threads and decoding processes (synthetic ones hold none)."""
+    close = getattr(source, "close", None)
+    if close is not None:
+        close()
+
+
+@dataclass(frozen=True)
+class EpisodeOptions:
+    """Episode shape and sampling variants shared by train and evaluate.
+
+    None for ways/shots/query keeps Meta-Dataset's variable episodes; fixed `ways` draws the
+    classes uniformly over the split, the class hierarchies off (Meta-Dataset's sampler refuses
+    fixed ways with a hierarchy; its fixed-ways setups set ignore_dag_ontology and
+    ignore_bilevel_ontology, as here). `fix_ml_pool` is a FIX-ML
+    fixed-support pool (JSON of `episodes.fixml`, or k for the synthetic data);
+    `base_novel_lambda` samples from tau_BN(lambda) with the train split as base classes."""
+
+    ways: int | None = None
+    shots: int | None = None
+    query: int | None = None
+    image_size: int = 84
+    fix_ml_pool: str | None = None
+    base_novel_lambda: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class EpisodeRequest:
+    """Which episodes a reader source reads (what `open_episode_source` was asked for), passed
+    whole to the source and its FIX-ML sampler rather than argument by argument."""
+
+    dataset: str
+    split: str
+    split_file: str | None
+    options: EpisodeOptions
+    seed: int
+
+
+def _synthetic_config(options: EpisodeOptions) -> SyntheticEpisodeConfig:
+    pool = int(options.fix_ml_pool) if options.fix_ml_pool is not None else None
+    return SyntheticEpisodeConfig(
+        ways=options.ways,
+        shots=options.shots,
+        queries=options.query or 5,
+        fixed_support_shots=pool,
+        base_novel_lambda=options.base_novel_lambda,
+    )
+
+
+def _synthetic_dataset(options: EpisodeOptions) -> BlobDataset:
+    return BlobDataset(BlobDatasetConfig(image_size=options.image_size))
+
+
+def dataset_dirs(dataset: str) -> list[str]:
+    """Comma-separated converted dataset folders; each must exist."""
+    dirs = [d for d in dataset.split(",") if d]
+    for d in dirs:
+        if is_remote(d):
+            raise FileNotFoundError(
+                f"--dataset {d}: the learners read a local folder; copy it first with `python -m "
+                f"episodes.fetch --dataset {d} --output LOCAL_FOLDER` and pass LOCAL_FOLDER"
+            )
+        if not Path(d).is_dir():
+            raise FileNotFoundError(f"--dataset {d}: no such folder (expected a converted dataset)")
+    if not dirs:
+        raise ValueError("--dataset is empty")
+    return dirs
+
+
+def _sampler_config(options: EpisodeOptions) -> Any:
+    from episodes.sampler_config import SamplerConfig
+
+    if options.ways is None and options.shots is None and options.query is None:
+        return SamplerConfig()
+    flat = options.ways is not None  # classic N-way: classes uniform over the split
+    return SamplerConfig(
+        mode="fixed" if options.ways is not None and options.shots is not None else "variable",
+        ways=options.ways,
+        shots=options.shots,
+        query=options.query,
+        use_dag_hierarchy=not flat,
+        use_bilevel_hierarchy=not flat,
+    )
+
+
+class ReaderEpisodeSource:
+    """Episodes of converted datasets via `episodes.read.EpisodeReader` (lazy import).
+
+    FIX-ML: a fixed-support pool (`python -m episodes.fixml pool`) drives an
+    `episodes.sampler.EpisodeSampler(..., pool=...)`; base/novel mixing is the reader's
+    `mix_lambda` (train split as base classes). `decode_processes` > 0 decodes records in that
+    many worker processes, ahead of the caller (the reader's background loading);
+    `decode_device="cuda"` decodes JPEG records on the GPU (`episodes.images.gpu_decode`)."""
+
+    random_access = True
+
+    def __init__(
+        self, request: EpisodeRequest, decode_processes: int = 0, decode_device: str = "cpu"
+    ):
+        from episodes.read import EpisodeReader
+
+        options = request.options
+        dirs = dataset_dirs(request.dataset)
+        config = _sampler_config(options)
+        sampler = None
+        if options.fix_ml_pool is not None:
+            sampler = _fixed_support_sampler(dirs, config, request)
+        extra = {}
+        if options.base_novel_lambda is not None:
+            extra["mix_lambda"] = options.base_novel_lambda
+        self.reader = EpisodeReader(
+            dirs,
+            request.split,
+            config,
+            request.seed,
+            sampler=sampler,
+            image_size=options.image_size,
+            split_file=request.split_file,
+            decode_processes=decode_processes,
+            decode_device=decode_device,
+            **extra,
+        )
+
+    def episodes(self, start: int = 0) -> Iterator[Any]:
+        return self.reader.episodes(start)
+
+    def items(self, indices: Iterable[int]) -> Iterator[Any]:
+        return self.reader.read_many(self.reader.describe(i) for i in indices)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def _fixed_support_sampler(dirs: list[str], config: Any, request: EpisodeRequest) -> Any:
+    """FIX-ML (Setlur et al. sec. 4): the saved pool is every base class's whole support."""
+    from episodes.fixml import FixedSupportPool
+    from episodes.read import load_dataset
+    from episodes.sampler import EpisodeSampler
+
+    pool_file = request.options.fix_ml_pool
+    if len(dirs) != 1:
+        raise ValueError("a FIX-ML fixed-support pool applies to one dataset folder")
+    if not Path(str(pool_file)).is_file():
+        raise FileNotFoundError(f"--fix-ml-pool {pool_file}: no such pool JSON file")
+    pool = FixedSupportPool.load(pool_file)
+    spec = load_dataset(dirs[0], request.split_file)
+    return EpisodeSampler(spec, request.split, config, request.seed, pool=pool)
+
+
+class ShardEpisodeSource:
+    """Materialised evaluation episodes (`episodes.episode_shards`), in episode order."""
+
+    random_access = False  # read front to back: a skipped episode is still read and decoded
+
+    def __init__(self, path: str, image_size: int):
+        from episodes.episode_shards import EpisodeShardReader
+
+        if not Path(path).exists():
+            raise FileNotFoundError(f"--episode-shards {path}: no such file or folder")
+        self.reader = EpisodeShardReader(path, image_size=image_size)
+
+    def episodes(self, start: int = 0) -> Iterator[Any]:
+        return itertools.islice(iter(self.reader), start, None)
+
+    def items(self, indices: Iterable[int]) -> Iterator[Any]:
+        wanted = iter(indices)
+        target = next(wanted, None)
+        for index, episode in enumerate(self.reader):
+            if target is None:
+                return
+            if index == target:
+                yield episode
+                target = next(wanted, None)
+
+
+@dataclass
+class _BatchPlan:
+    """One multiclass batch: (dataset position, description) per dataset it draws from, and the
+    permutation that shuffles the concatenated images."""
+
+    parts: list[tuple[int, Any]]
+    order: np.ndarray
+
+    def join(self, episodes: Sequence[Any], id_stride: int) -> tuple[Any, np.ndarray]:
+        """The parts' images and dataset-unique class ids, concatenated and shuffled (torch
+        tensors when the reader decoded on the GPU, else numpy arrays)."""
+        ids = np.concatenate(
+            [e.support_class_ids + p * id_stride for (p, _), e in zip(self.parts, episodes)]
+        )[self.order]
+        images = [e.support_images for e in episodes]
+        if isinstance(images[0], np.ndarray):
+            return np.concatenate(images)[self.order], ids
+        import torch
+
+        joined = torch.cat(images)
+        return joined[torch.as_tensor(self.order, device=joined.device)], ids
+
+
+class ReaderBatchSource:
+    """Uniformly drawn training examples of converted datasets, as batches for pre-training.
+
+    Batch i is a pure function of (seed, i) (`plan`). Class ids are made unique across
+    datasets by adding `dataset position * ID_STRIDE`. Batches are read through the reader's
+    `read_many`, so `decode_processes` decode several batches ahead, as for episodes; with
+    `decode_device="cuda"` the images are a uint8 CUDA tensor."""
+
+    ID_STRIDE = 1_000_000
+    random_access = True
+
+    def __init__(
+        self,
+        dataset: str,
+        split_file: str | None,
+        batch_size: int,
+        image_size: int,
+        seed: int,
+        decode_processes: int = 0,
+        decode_device: str = "cpu",
+    ):
+        from episodes.read import EpisodeReader
+
+        if batch_size < 1:
+            raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+        self.reader = EpisodeReader(
+            dataset_dirs(dataset),
+            "train",
+            None,
+            seed,
+            image_size=image_size,
+            split_file=split_file,
+            decode_processes=decode_processes,
+            decode_device=decode_device,
+        )
+        self.batch_size = batch_size
+        self.seed = seed
+        self.tables = []  # per dataset: (spec, class ids, cumulative image counts)
+        for spec in self.reader.specs:
+            classes = np.asarray(spec.classes("train"), dtype=np.int64)
+            counts = np.asarray([spec.images_per_class[c] for c in classes], dtype=np.int64)
+            self.tables.append((spec, classes, np.cumsum(counts)))
+        self.class_ids = [
+            position * self.ID_STRIDE + int(c)
+            for position, (_, classes, _) in enumerate(self.tables)
+            for c in classes
+        ]
+
+    def plan(self, index: int) -> _BatchPlan:
+        """Which records make batch `index` (one description per dataset it draws from) and
+        the order its images are shuffled into: a pure function of (seed, index)."""
+        from episodes.episode import EpisodeDescription
+
+        rng = np.random.default_rng([self.seed, 2024, index])
+        totals = np.asarray([t[2][-1] for t in self.tables])
+        parts = []
+        for position, count in enumerate(rng.multinomial(self.batch_size, totals / totals.sum())):
+            if count == 0:
+                continue
+            spec, classes, cumulative = self.tables[position]
+            flat = rng.integers(0, cumulative[-1], size=count)
+            slots = np.searchsorted(cumulative, flat, side="right")
+            records = flat - np.concatenate([[0], cumulative[:-1]])[slots]
+            chosen = sorted(set(slots.tolist()))
+            description = EpisodeDescription(
+                source=spec.name,
+                split=self.reader.split,
+                episode_index=index,
+                class_ids=tuple(int(classes[s]) for s in chosen),
+                support=tuple(tuple(int(r) for r in records[slots == s]) for s in chosen),
+                query=tuple(() for _ in chosen),
+            )
+            parts.append((position, description))
+        return _BatchPlan(parts, rng.permutation(self.batch_size))
+
+    def batch(self, index: int) -> tuple[Any, np.ndarray]:
+        return next(self.items([index]))
+
+    def batches(self, start: int = 0) -> Iterator[tuple[Any, np.ndarray]]:
+        return self.items(itertools.count(start))
+
+    def items(self, indices: Iterable[int]) -> Iterator[tuple[Any, np.ndarray]]:
+        """Batches of `indices` through the reader's `read_many`, so they are read ahead like
+        episodes (decode processes, its prefetch); each batch's per-dataset descriptions are
+        read in a row and joined in the batch's shuffled order."""
+        plans: collections.deque[_BatchPlan] = collections.deque()
+
+        def descriptions() -> Iterator[Any]:
+            for index in indices:
+                plan = self.plan(index)
+                plans.append(plan)
+                for _, description in plan.parts:
+                    yield description
+
+        episodes = self.reader.read_many(descriptions())
+        try:
+            for first in episodes:
+                plan = plans.popleft()  # appended when its first description was drawn
+                read = [first] + [next(episodes) for _ in plan.parts[1:]]
+                yield plan.join(read, self.ID_STRIDE)
+        finally:
+            episodes.close()
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def open_episode_source(
+    dataset: str,
+    split: str,
+    split_file: str | None,
+    options: EpisodeOptions,
+    seed: int,
+    decode_processes: int = 0,
+    decode_device: str = "cpu",
+) -> EpisodeSource:
+    """Episodes of `split` from "synthetic" or from comma-separated converted dataset folders
+    (decoding records in `decode_processes` worker processes when > 0, on the GPU with
+    `decode_device="cuda"`)."""
+    if split not in ("train", "valid", "test"):
+        raise ValueError(f"split {split!r}: expected 'train', 'valid' or 'test'")
+    if dataset == SYNTHETIC:
+        return SyntheticEpisodeSource(
+            split, seed, _synthetic_config(options), _synthetic_dataset(options)
+        )
+    if split_file is not None and not Path(split_file).is_file():
+        raise FileNotFoundError(f"--split-file {split_file}: no such file")
+    request = EpisodeRequest(dataset, split, split_file, options, seed)
+    return ReaderEpisodeSource(request, decode_processes, decode_device)
+
+
+def open_batch_source(
+    dataset: str,
+    split_file: str | None,
+    batch_size: int,
+    options: EpisodeOptions,
+    seed: int,
+    decode_processes: int = 0,
+    decode_device: str = "cpu",
+) -> BatchSource:
+    """Training batches for multiclass pre-training (read ahead like episodes)."""
+    if dataset == SYNTHETIC:
+        return SyntheticBatchSource(batch_size, seed, _synthetic_dataset(options))
+    if split_file is not None and not Path(split_file).is_file():
+        raise FileNotFoundError(f"--split-file {split_file}: no such file")
+    return ReaderBatchSource(
+        dataset, split_file, batch_size, options.image_size, seed, decode_processes, decode_device
+    )
+
+
+class ShardedSource:
+    """Rank r's share of a training stream (`learners.training.distributed.ShardPlan`): position p of
+    this stream is global item `plan.global_index(p)` of `inner`, so the feed, its loader
+    workers and a resumed run read positions as before and no two ranks read the same item."""
+
+    def __init__(self, inner: Any, plan: ShardPlan):
+        self.inner = inner
+        self.plan = plan
+        self.random_access = getattr(inner, "random_access", True)
+        if hasattr(inner, "class_ids"):
+            self.class_ids = inner.class_ids
+
+    def items(self, indices: Iterable[int]) -> Iterator[Any]:
+        return self.inner.items(self.plan.global_index(p) for p in indices)
+
+    def episodes(self, start: int = 0) -> Iterator[Any]:
+        return self.items(itertools.count(start))
+
+    def batches(self, start: int = 0) -> Iterator[Any]:
+        return self.items(itertools.count(start))
+
+    def close(self) -> None:
+        close_source(self.inner)
+
+
+def open_sharded(open_source: Any, plan: ShardPlan, **kwargs: Any) -> ShardedSource:
+    """`open_source(**kwargs)` wrapped as a `ShardedSource` (picklable with a picklable
+    `open_source`, so loader workers open their own)."""
+    return ShardedSource(open_source(**kwargs), plan)

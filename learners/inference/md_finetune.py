@@ -1,0 +1,123 @@
+"""Meta-Dataset's 'Finetune' baseline inference (BaselineFinetuneLearner, Triantafillou et al.
+sec. 4 and appendix): a new output layer on the embeddings, trained on the support set.
+
+Another algorithm than Dhillon et al.'s fine-tuning (`learners.inference.finetune`): the head is a freshly
+initialised linear layer over the episode's ways, optionally weight-normalised (Salimans &
+Kingma, with the data-dependent initialisation of g and b on the first support batch) and/or a
+cosine classifier (embeddings l2-normalised, logits times a multiplier), trained by
+`steps` Adam (or SGD) steps of plain cross-entropy on the support set; optionally every
+embedding layer is fine-tuned too (on a copy: the trained weights are never changed).
+Formulas: `linear_classifier_logits` / `linear_classifier_forward_pass` and
+`BaselineFinetuneLearner` in meta_dataset/learners/ (baseline_learners.py, optimization_learners.py).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from learners.feed.episode_batch import EpisodeTensors
+from learners.nn.batch_norm import embed_support_query
+from learners.nn.prototypes import tf_l2_normalize
+
+
+@dataclass(frozen=True)
+class MDFinetuneOptions:
+    """The knobs of BaselineFinetuneLearner (defaults: gin/best/baselinefinetune_imagenet.gin)."""
+
+    steps: int = 100
+    lr: float = 0.01
+    adam: bool = True
+    all_layers: bool = False
+    cosine: bool = True
+    weight_norm: bool = True
+    cosine_multiplier: float = 10.0
+
+
+class MDHead(nn.Module):
+    """The episode's output layer: W (dim, ways) stored as direction v and gain g with weight
+    norm, a bias unless cosine."""
+
+    def __init__(self, dim: int, ways: int, options: MDFinetuneOptions):
+        super().__init__()
+        self.options = options
+        if options.weight_norm:
+            self.v = nn.Parameter(torch.randn(dim, ways) * 0.05)
+            self.g = nn.Parameter(torch.ones(ways))
+            self.b = nn.Parameter(torch.zeros(ways)) if not options.cosine else None
+        else:
+            self.v = nn.Parameter(torch.fmod(torch.randn(dim, ways), 2) * 0.1)  # truncated normal
+            self.g = None
+            self.b = nn.Parameter(torch.full((ways,), 0.1)) if not options.cosine else None
+
+    @torch.no_grad()
+    def data_dependent_init(self, features: torch.Tensor) -> None:
+        """Weight norm's initialisation on the first batch: g = 1 / sqrt(var(x v/||v||) + 1e-10)
+        and b = -mean * g per output (the outputs start normalised)."""
+        if self.g is None:
+            return
+        outputs = features @ F.normalize(self.v, dim=0)
+        mean, var = outputs.mean(dim=0), outputs.var(dim=0, unbiased=False)
+        self.g.copy_(torch.rsqrt(var + 1e-10))
+        if self.b is not None:
+            self.b.copy_(-mean * self.g)
+
+    def weight(self) -> torch.Tensor:
+        if self.g is not None:
+            return self.v * self.g / self.v.pow(2).sum(dim=0).sqrt()
+        return tf_l2_normalize(self.v, dim=0) if self.options.cosine else self.v
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        if self.options.cosine:
+            return self.options.cosine_multiplier * (
+                tf_l2_normalize(features, dim=1) @ self.weight()
+            )
+        return features @ self.weight() + self.b
+
+
+def md_finetune_query_logits(
+    backbone: nn.Module, ep: EpisodeTensors, options: MDFinetuneOptions, batch_norm: str
+) -> torch.Tensor:
+    """Train a new head (and with `all_layers` a copy of the backbone) on the support set, then
+    return its query logits (the query embedded under the run's BatchNorm convention)."""
+    network = copy.deepcopy(backbone) if options.all_layers else backbone
+    with torch.enable_grad():
+        fixed = None if options.all_layers else backbone(ep.support_images).detach()
+        first = fixed if fixed is not None else network(ep.support_images).detach()
+        head = MDHead(first.shape[1], ep.ways, options).to(first.device)
+        head.data_dependent_init(first)
+        params = list(head.parameters())
+        if options.all_layers:
+            params += list(network.parameters())
+        optimizer = (
+            torch.optim.Adam(params, lr=options.lr)
+            if options.adam
+            else torch.optim.SGD(params, lr=options.lr)
+        )
+        for _ in range(options.steps):
+            features = fixed if fixed is not None else network(ep.support_images)
+            loss = F.cross_entropy(head(features), ep.support_labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+    with torch.no_grad():
+        _, query = embed_support_query(
+            network, network, ep.support_images, ep.query_images, batch_norm
+        )
+        return head(query)
+
+
+def check_md_finetune_flags(given: Iterable[str], inference: str | None) -> None:
+    """Refuse --md-finetune-* options for an evaluation that does not run this inference
+    (ValueError naming the flags), so that none is silently ignored."""
+    flags = sorted("--" + name.replace("_", "-") for name in given if name.startswith("md_"))
+    if flags and inference != "md_finetune":
+        raise ValueError(
+            f"{' and '.join(flags)} apply to Meta-Dataset's Finetune (--inference md_finetune), "
+            f"not {'inference ' + inference if inference else 'this method'}"
+        )

@@ -1,0 +1,1 @@
+"""Building blocks of the networks: backbones, BatchNorm conventions, prototypes, heads."""
