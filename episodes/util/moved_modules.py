@@ -2,7 +2,8 @@
 `import episodes.dataset_spec` gives `episodes.records.dataset_spec` itself (the same module
 object, so classes and errors compare equal) with a DeprecationWarning naming the new path.
 
-A finder on `sys.meta_path` answers only the names in `MOVED`; anything else imports as usual.
+A finder on `sys.meta_path` answers only the names in `MOVED` and in the tables other packages
+add with `install(table)` (`learners` keeps its own, issue 31); anything else imports as usual.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import importlib.machinery
 import importlib.util
 import sys
 import warnings
+from collections.abc import Mapping
 from types import ModuleType
+
+REMOVAL_VERSION = "0.3.0"  # the release in which the old paths go
 
 # old dotted name -> new dotted name (git log --diff-filter=R: pure moves only)
 MOVED: dict[str, str] = {
@@ -51,9 +55,22 @@ MOVED: dict[str, str] = {
 }
 
 
+# Every table the finder answers: MOVED, then those `install(table)` added.
+_TABLES: list[Mapping[str, str]] = [MOVED]
+
+
+def new_name(old: str) -> str | None:
+    """The dotted name a moved module `old` has now (None when it did not move)."""
+    for table in _TABLES:
+        if old in table:
+            return table[old]
+    return None
+
+
 def moved_note(old: str) -> str:
     return (
-        f"{old} moved to {MOVED[old]}: import it from there (the old path goes in the next release)"
+        f"{old} moved to {new_name(old)}: import it from there (the old path goes in version "
+        f"{REMOVAL_VERSION})"
     )
 
 
@@ -61,13 +78,13 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Imports an old name as its new module, warning once per import of the old name."""
 
     def find_spec(self, fullname: str, path=None, target=None):
-        if fullname not in MOVED:
+        if new_name(fullname) is None:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         warnings.warn(moved_note(spec.name), DeprecationWarning, stacklevel=_caller_level())
-        return importlib.import_module(MOVED[spec.name])
+        return importlib.import_module(new_name(spec.name))
 
     def exec_module(self, module: ModuleType) -> None:
         """Nothing to run: the new module ran when it was imported."""
@@ -92,7 +109,11 @@ def _caller_level() -> int:
     return level
 
 
-def install() -> None:
-    """Put the finder on `sys.meta_path` (once)."""
+def install(table: Mapping[str, str] | None = None) -> None:
+    """Put the finder first on `sys.meta_path` (once), so that an old name means its new module
+    even where a stale file of the old layout is still found (an editable install of an older
+    checkout); `table` (old dotted name -> new) adds a package's own moved modules."""
+    if table is not None and not any(known is table for known in _TABLES):
+        _TABLES.append(table)
     if not any(isinstance(f, MovedModuleFinder) for f in sys.meta_path):
-        sys.meta_path.append(MovedModuleFinder())
+        sys.meta_path.insert(0, MovedModuleFinder())
