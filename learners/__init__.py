@@ -65,7 +65,9 @@ _ROOMS = {
 }
 # old dotted name -> new (issue 31, version 0.2.0; git log --diff-filter=R: pure moves)
 MOVED: dict[str, str] = {
-    f"learners.{name}": f"learners.{room}.{name}" for room, names in _ROOMS.items() for name in names
+    f"learners.{name}": f"learners.{room}.{name}"
+    for room, names in _ROOMS.items()
+    for name in names
 }
 
 _install_moved_modules(MOVED)
