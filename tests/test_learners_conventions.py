@@ -353,7 +353,8 @@ def test_mixup_lambdas_are_per_sample_and_folded_as_fastai() -> None:
 
 
 def test_weight_norm_head_starts_with_normalised_outputs_and_cosine_logits() -> None:
-    from learners.inference.md_finetune import MDFinetuneOptions, MDHead
+    from learners.inference.md_finetune import MDFinetuneOptions
+    from learners.nn.linear_classifier import MDHead
 
     torch.manual_seed(0)
     features = torch.randn(20, 6, dtype=torch.float64) * 3 + 1

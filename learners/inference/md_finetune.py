@@ -1,8 +1,8 @@
 """Meta-Dataset's 'Finetune' baseline inference (BaselineFinetuneLearner, Triantafillou et al.
 sec. 4 and appendix): a new output layer on the embeddings, trained on the support set.
 
-Another algorithm than Dhillon et al.'s fine-tuning (`learners.inference.finetune`): the head is a freshly
-initialised linear layer over the episode's ways, optionally weight-normalised (Salimans &
+Another algorithm than Dhillon et al.'s fine-tuning (`learners.inference.finetune`): the head
+is a freshly initialised linear layer over the episode's ways (`learners.nn.linear_classifier`), optionally weight-normalised (Salimans &
 Kingma, with the data-dependent initialisation of g and b on the first support batch) and/or a
 cosine classifier (embeddings l2-normalised, logits times a multiplier), trained by
 `steps` Adam (or SGD) steps of plain cross-entropy on the support set; optionally every
@@ -23,7 +23,7 @@ from torch import nn
 
 from learners.feed.episode_batch import EpisodeTensors
 from learners.nn.batch_norm import embed_support_query
-from learners.nn.prototypes import tf_l2_normalize
+from learners.nn.linear_classifier import MDHead
 
 
 @dataclass(frozen=True)
@@ -37,47 +37,6 @@ class MDFinetuneOptions:
     cosine: bool = True
     weight_norm: bool = True
     cosine_multiplier: float = 10.0
-
-
-class MDHead(nn.Module):
-    """The episode's output layer: W (dim, ways) stored as direction v and gain g with weight
-    norm, a bias unless cosine."""
-
-    def __init__(self, dim: int, ways: int, options: MDFinetuneOptions):
-        super().__init__()
-        self.options = options
-        if options.weight_norm:
-            self.v = nn.Parameter(torch.randn(dim, ways) * 0.05)
-            self.g = nn.Parameter(torch.ones(ways))
-            self.b = nn.Parameter(torch.zeros(ways)) if not options.cosine else None
-        else:
-            self.v = nn.Parameter(torch.fmod(torch.randn(dim, ways), 2) * 0.1)  # truncated normal
-            self.g = None
-            self.b = nn.Parameter(torch.full((ways,), 0.1)) if not options.cosine else None
-
-    @torch.no_grad()
-    def data_dependent_init(self, features: torch.Tensor) -> None:
-        """Weight norm's initialisation on the first batch: g = 1 / sqrt(var(x v/||v||) + 1e-10)
-        and b = -mean * g per output (the outputs start normalised)."""
-        if self.g is None:
-            return
-        outputs = features @ F.normalize(self.v, dim=0)
-        mean, var = outputs.mean(dim=0), outputs.var(dim=0, unbiased=False)
-        self.g.copy_(torch.rsqrt(var + 1e-10))
-        if self.b is not None:
-            self.b.copy_(-mean * self.g)
-
-    def weight(self) -> torch.Tensor:
-        if self.g is not None:
-            return self.v * self.g / self.v.pow(2).sum(dim=0).sqrt()
-        return tf_l2_normalize(self.v, dim=0) if self.options.cosine else self.v
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        if self.options.cosine:
-            return self.options.cosine_multiplier * (
-                tf_l2_normalize(features, dim=1) @ self.weight()
-            )
-        return features @ self.weight() + self.b
 
 
 def md_finetune_query_logits(

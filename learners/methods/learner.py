@@ -7,6 +7,9 @@ methods implement `query_logits(episode_tensors)` (and optionally `episode_loss`
 query logits over the N ways.
 Non-episodic methods (multiclass pre-training) train with `fit_batch(images, class_ids)`.
 `self.config` holds the options every method shares, `self.options` the method's own.
+
+A learner is built from a resolved config (`learners.methods.registry.build_learner` resolves
+and builds): the registry knows the learner classes, the interface does not know the registry.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from torch import nn
 from learners.feed.episode_batch import EpisodeTensors, Normalization, episode_to_tensors
 from learners.methods.config_fields import MethodConfig
 from learners.methods.learner_config import LearnerConfig
-from learners.methods.registry import resolved_config
 from learners.nn.backbones import Backbone, build_backbone
 from learners.nn.batch_norm import embed_support_query
 from learners.optim.lr_schedule import apply_schedule
@@ -67,8 +69,12 @@ class Learner(nn.Module):
 
     def __init__(self, config: LearnerConfig):
         super().__init__()
-        self.config = resolved_config(config)
-        assert self.config.options is not None
+        if config.options is None:
+            raise ValueError(
+                f"{type(self).__name__}: a config without its method's options; build learners "
+                "with learners.methods.registry.build_learner, which resolves the config"
+            )
+        self.config = config
         self.options: MethodConfig = self.config.options  # the method's own (its dataclass)
         self.normalization = input_normalization(self.config.input_scaling)
         self.optimizer: torch.optim.Optimizer | None = None

@@ -13,8 +13,8 @@ Meta-Dataset's classifier, W (dim, classes) with columns w_c:
   regulariser in the reference (`tf.get_variable` without one), so no weight decay here;
 - no weight norm: W truncated normal with std 0.1 (weight decay applies), b = 0.1
   (`functional_backbones.weight_variable` / `bias_variable`).
-The formula is `learners.inference.md_finetune.MDHead`'s, the same layer the Finetune baseline fits per
-episode; this module adds the one-time initialisation on a training batch (rank 0's under
+The formula is `learners.nn.linear_classifier.MDHead`'s, the same layer the Finetune baseline
+fits per episode; this module adds the one-time initialisation on a training batch (rank 0's under
 torchrun, so that the ranks stay identical and match one process).
 """
 
@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from learners.inference.md_finetune import MDFinetuneOptions, MDHead
+from learners.nn.linear_classifier import LinearClassifierForm, MDHead
 
 HEADS = ("linear", "cosine")
 
@@ -56,7 +56,7 @@ class MetaDatasetClassifier(nn.Module):
         self.layer = MDHead(
             dim,
             classes,
-            MDFinetuneOptions(
+            LinearClassifierForm(
                 cosine=options.head == "cosine",
                 weight_norm=options.weight_norm,
                 cosine_multiplier=options.cosine_scale,

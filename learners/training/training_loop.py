@@ -30,17 +30,19 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm import tqdm
 
 from episodes.util.atomic_files import atomic_path
 from episodes.util.cli_errors import interrupt_behind, unwritable_cause
-from learners.evaluation.metrics import AccuracySummary
 from learners.methods.learner import Learner
 from learners.training.distributed import SINGLE_PROCESS, RankInfo, barrier, broadcast_object
 from learners.training.run_checkpoints import read_payload, resume_point
+
+if TYPE_CHECKING:  # the validation hook's result (`learners.evaluation`, a layer above)
+    from learners.evaluation.metrics import AccuracySummary
 
 CHECKPOINTS = "checkpoints"
 LAST = "last.pt"
