@@ -6,6 +6,9 @@ through the layers of LAYERS; it never imports `learners`, `beam_pipelines` or `
 glyph dataset generator imports only itself and `episodes.util`; no module graph cycle among
 the repo's packages. Importing `a.b.c` runs `a/__init__` and `a/b/__init__` too, but those
 implicit edges are not counted: a package's `__init__` importing its own modules is not a cycle.
+
+Issue 31 adds `learners` (its folders import only the folders before them, LEARNERS_LAYERS; it
+imports nothing but `episodes`) and `beam_pipelines` (BEAM_PIPELINES_LAYERS), at the end.
 """
 
 from __future__ import annotations
@@ -158,15 +161,19 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def layer_of(module: str, layers: dict[str, tuple[str, ...]]) -> int | None:
-    """Position of `module`'s layer in `layers` (None when no entry names it)."""
+    """Position of `module`'s layer in `layers` (None when no entry names it). The entry that
+    names it most closely decides: its exact name, else the longest "pkg.*" around it (so a
+    layer may take "pkg.*" for every module the layers do not name otherwise)."""
+    found, closest = None, -1
     for position, entries in enumerate(layers.values()):
         for entry in entries:
-            if module == entry or (entry.endswith(".*") and (module + ".").startswith(entry[:-1])):
+            if module == entry:
                 return position
-        # "episodes.records.*" also covers the package "episodes.records" itself.
-        if any(entry.endswith(".*") and module == entry[:-2] for entry in entries):
-            return position
-    return None
+            # "episodes.records.*" also covers the package "episodes.records" itself.
+            inside = entry.endswith(".*") and (module + ".").startswith(entry[:-1])
+            if inside and len(entry) > closest:
+                found, closest = position, len(entry)
+    return found
 
 
 def upward_imports(
@@ -319,3 +326,140 @@ def test_the_checker_passes_a_clean_package(tmp_path):
     graph = import_graph(tmp_path, ["pkg"])
     assert find_cycles(graph) == []
     assert upward_imports(graph, "pkg", {"b": ("pkg.b",), "a": ("pkg", "pkg.a")}) == []
+
+
+# ----------------------------------------------------------------------------------------------
+# learners and beam_pipelines (issue 31)
+
+# Layers of `learners`, lowest first (as LAYERS): one folder per step of the flow, the three
+# `python -m` commands on top. A module at learners/' top or in a new folder has no layer (and
+# fails test_every_learners_module_has_a_layer) until it is given its place here.
+LEARNERS_LAYERS: dict[str, tuple[str, ...]] = {
+    "package": ("learners",),
+    "feed": ("learners.feed.*",),
+    "nn": ("learners.nn.*",),
+    "optim": ("learners.optim.*",),
+    "inference": ("learners.inference.*",),
+    "method interface": (
+        "learners.methods",
+        "learners.methods.config_fields",
+        "learners.methods.config_flags",
+        "learners.methods.learner_config",
+        "learners.methods.learner",
+    ),
+    "registry": ("learners.methods.registry",),
+    "methods": ("learners.methods.*",),
+    "training": ("learners.training.*",),
+    "evaluation": ("learners.evaluation.*",),
+    "commands": ("learners.train", "learners.evaluate", "learners.report"),
+}
+LEARNERS_MAY_IMPORT = ("learners", "episodes")
+
+# Layers of `beam_pipelines`, lowest first: what sources share with the writer, the sources,
+# then everything else (the conversion, writer, runners, downloads), then the commands and the
+# package's `__init__` (which may prepare a starting command; no module imports it).
+BEAM_PIPELINES_LAYERS: dict[str, tuple[str, ...]] = {
+    "formats": ("beam_pipelines.image_codec", "beam_pipelines.pixel_conventions"),
+    "sources": ("beam_pipelines.sources.*",),
+    "pipeline": ("beam_pipelines.*",),
+    "commands": (
+        "beam_pipelines",
+        "beam_pipelines.cache",
+        "beam_pipelines.convert",
+        "beam_pipelines.convert_all",
+        "beam_pipelines.download",
+        "beam_pipelines.embed",
+        "beam_pipelines.episodes",
+        "beam_pipelines.glyph_dataset.*",
+        "beam_pipelines.verify",
+    ),
+}
+
+
+def _without_a_layer(package: str, layers: dict[str, tuple[str, ...]]) -> list[str]:
+    return [m for m in sorted(GRAPH) if m.split(".")[0] == package and layer_of(m, layers) is None]
+
+
+def _stale_entries(layers: dict[str, tuple[str, ...]]) -> list[str]:
+    return [
+        entry
+        for entries in layers.values()
+        for entry in entries
+        if not any(
+            m == entry or (entry.endswith(".*") and (m + ".").startswith(entry[:-1])) for m in GRAPH
+        )
+    ]
+
+
+def test_every_learners_module_has_a_layer():
+    missing = _without_a_layer("learners", LEARNERS_LAYERS)
+    assert not missing, (
+        "modules of learners/ without a layer; put each in its folder, or add it to "
+        "LEARNERS_LAYERS in tests/test_import_layers.py: " + ", ".join(missing)
+    )
+    assert _stale_entries(LEARNERS_LAYERS) == []
+
+
+def test_learners_imports_only_downward():
+    assert upward_imports(GRAPH, "learners", LEARNERS_LAYERS) == []
+
+
+def test_learners_imports_only_itself_and_episodes():
+    assert imports_outside(GRAPH, "learners", LEARNERS_MAY_IMPORT) == []
+
+
+def test_the_learner_interface_never_reaches_the_registry():
+    """The circle learner -> registry -> (the methods) -> learner is gone: nothing the
+    Learner interface imports, directly or not, is the registry."""
+    reached, todo = set(), ["learners.methods.learner"]
+    while todo:
+        for target in GRAPH[todo.pop()] - reached:
+            reached.add(target)
+            todo.append(target)
+    assert "learners.methods.registry" not in reached
+
+
+def test_the_learners_top_holds_only_the_commands():
+    """A newcomer sees the folders and the three `python -m` commands (README: Layout)."""
+    top = sorted(p.name for p in (REPO / "learners").glob("*.py") if p.name != "__init__.py")
+    assert top == ["evaluate.py", "report.py", "train.py"]
+    for path in (REPO / "learners").iterdir():
+        if path.is_dir() and any(path.glob("*.py")):
+            assert (path / "__init__.py").is_file(), path
+            doc = ast.get_docstring(ast.parse((path / "__init__.py").read_text())) or ""
+            assert len(doc.splitlines()) == 1, f"{path}/__init__.py: its job in one line"
+
+
+def test_every_beam_pipelines_module_has_a_layer():
+    assert _without_a_layer("beam_pipelines", BEAM_PIPELINES_LAYERS) == []
+    assert _stale_entries(BEAM_PIPELINES_LAYERS) == []
+
+
+def test_beam_pipelines_imports_only_downward():
+    assert upward_imports(GRAPH, "beam_pipelines", BEAM_PIPELINES_LAYERS) == []
+
+
+def test_beam_pipelines_and_learners_never_import_each_other():
+    both = [
+        line
+        for package, other in (("beam_pipelines", "learners"), ("learners", "beam_pipelines"))
+        for line in imports_outside(GRAPH, package, (package,))
+        if line.split(" imports ")[1].split(".")[0] == other
+    ]
+    assert both == []
+
+
+def test_the_closest_layer_entry_decides():
+    layers = {
+        "low": ("pkg", "pkg.base"),
+        "parts": ("pkg.parts.*",),
+        "rest": ("pkg.*",),
+        "top": ("pkg.cli", "pkg.tool.*"),
+    }
+    assert [
+        layer_of(m, layers)
+        for m in ("pkg", "pkg.base", "pkg.parts", "pkg.parts.a", "pkg.other", "pkg.cli")
+    ] == [0, 0, 1, 1, 2, 3]
+    assert [layer_of(m, layers) for m in ("pkg.tool", "pkg.tool.x", "other")] == [3, 3, None]
+    graph = {"pkg.other": {"pkg.cli"}, "pkg.cli": {"pkg.other", "pkg.parts.a"}}
+    assert upward_imports(graph, "pkg", layers) == ["pkg.other (rest) imports pkg.cli (top)"]
