@@ -62,7 +62,7 @@ from learners.feed.episode_source import (
     open_episode_source,
 )
 from learners.inference.md_finetune import check_md_finetune_flags
-from learners.methods.config_fields import flag_name
+from learners.methods.config_fields import at_evaluation, flag_name
 from learners.methods.config_flags import add_config_flags, given_values
 from learners.methods.learner import Learner
 from learners.methods.multiclass import MulticlassLearner
@@ -99,77 +99,90 @@ SETTINGS_OPTIONS = ("inference", "finetune_freeze_bn", "finetune_augment")
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("learners.evaluate", __doc__)
     parser.add_argument("--run", required=True, help="run folder of learners.train")
-    parser.add_argument("--split", default="test", choices=("train", "valid", "test"))
-    parser.add_argument(
+    data = parser.add_argument_group(
+        "data and episodes", "which episodes are evaluated (default: the run's data and shape)"
+    )
+    data.add_argument("--split", default="test", choices=("train", "valid", "test"))
+    data.add_argument(
         "--episodes",
         type=int,
         default=None,
         help="evaluation episodes (default 600; with --episode-shards, all the shards hold)",
     )
-    parser.add_argument("--episode-shards", default=None, help="materialised episode shards")
+    data.add_argument("--episode-shards", default=None, help="materialised episode shards")
     add_dataset_argument(
-        parser,
+        data,
         required=False,
         help="evaluate on this converted dataset folder instead of the run's (repeatable)",
     )
-    parser.add_argument(
+    data.add_argument(
         "--split-file",
         default=None,
         help="split file replacing the run's (or, with --dataset, the dataset spec's) splits",
     )
-    parser.add_argument(
+    data.add_argument("--seed", type=int, default=0, help="evaluation episode seed")
+    data.add_argument("--ways", type=int, default=None)
+    data.add_argument("--shots", type=int, default=None)
+    data.add_argument("--query", type=int, default=None)
+    data.add_argument(
+        "--base-novel-lambda",
+        type=finite_float,
+        default=None,
+        help="FIX-ML tau_BN(lambda): classes from the test split w.p. lambda",
+    )
+    model = parser.add_argument_group("model", "which trained weights, and how they normalise")
+    model.add_argument(
         "--checkpoint", default=None, help="best (default when validated), last, step_N, or all"
     )
-    parser.add_argument(
+    model.add_argument(
+        "--batch-norm",
+        choices=BATCH_NORM_MODES,
+        default=None,
+        help="evaluate the trained weights under another BatchNorm convention (default: the run's)",
+    )
+    hardness = parser.add_argument_group(
+        "hardness", "how each episode's hardness is measured (Dhillon et al. eq. 9)"
+    )
+    hardness.add_argument(
+        "--hardness-model",
+        default=None,
+        help="checkpoint (.pt) or run folder (its last.pt) of a fixed extractor for hardness: "
+        "the logits of a multiclass network, else backbone features (default: this run)",
+    )
+    hardness.add_argument(
+        "--hardness-relu",
+        action="store_true",
+        help="ReLU before normalising in the hardness (the paper and its code have none)",
+    )
+    hardness.add_argument("--no-hardness", action="store_true")
+    output = parser.add_argument_group(
+        "output", "where the results go, and the name reports give them"
+    )
+    output.add_argument(
         "--output",
         default=None,
         help="output folder (default RUN/eval/<name from the settings>)",
         renamed_from=("--out",),
     )
-    parser.add_argument(
+    output.add_argument(
         "--overwrite",
         action="store_true",
         help="replace results of other settings already in the output folder",
     )
-    parser.add_argument("--label", default=None, help="method name in reports")
-    parser.add_argument("--seed", type=int, default=0, help="evaluation episode seed")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument(
+    output.add_argument("--label", default=None, help="method name in reports")
+    output.add_argument("--no-progress", action="store_true")
+    device = parser.add_argument_group(
+        "device and batching", "where the episodes are evaluated, and how many at once"
+    )
+    device.add_argument("--device", default="auto")
+    device.add_argument(
         "--decode-device",
         choices=DECODE_DEVICES,
         default="cpu",
         help="cuda: decode the episodes' JPEG records on the GPU (nvJPEG); pixels differ "
         "slightly from the reference decoder's (README: GPU decoding)",
     )
-    parser.add_argument("--ways", type=int, default=None)
-    parser.add_argument("--shots", type=int, default=None)
-    parser.add_argument("--query", type=int, default=None)
-    parser.add_argument(
-        "--base-novel-lambda",
-        type=finite_float,
-        default=None,
-        help="FIX-ML tau_BN(lambda): classes from the test split w.p. lambda",
-    )
-    parser.add_argument(
-        "--hardness-model",
-        default=None,
-        help="checkpoint (.pt) or run folder (its last.pt) of a fixed extractor for hardness: "
-        "the logits of a multiclass network, else backbone features (default: this run)",
-    )
-    parser.add_argument(
-        "--hardness-relu",
-        action="store_true",
-        help="ReLU before normalising in the hardness (the paper and its code have none)",
-    )
-    parser.add_argument("--no-hardness", action="store_true")
-    parser.add_argument(
-        "--batch-norm",
-        choices=BATCH_NORM_MODES,
-        default=None,
-        help="evaluate the trained weights under another BatchNorm convention (default: the run's)",
-    )
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument(
+    device.add_argument(
         "--episodes-per-batch",
         type=int,
         default=None,
@@ -181,21 +194,18 @@ def build_parser() -> argparse.ArgumentParser:
     for options in method_option_classes():
         group = parser.add_argument_group(
             f"change an option of a trained {', '.join(methods_sharing(options))} run "
-            "(default: the run's)"
+            "(default: the run's)",
+            "how the trained run infers an episode (fine-tuning, k-NN, inner-loop steps)",
         )
-        add_config_flags(group, options, only=_at_evaluation, taken=taken, show_defaults=False)
+        add_config_flags(group, options, only=at_evaluation, taken=taken, show_defaults=False)
     return parser
-
-
-def _at_evaluation(field: dataclasses.Field) -> bool:
-    return bool(field.metadata.get("at_evaluation"))
 
 
 def evaluation_option_names() -> list[str]:
     """The method options `learners.evaluate` may change on a trained run (their flags)."""
     names: list[str] = []
     for options in method_option_classes():
-        names += [f.name for f in dataclasses.fields(options) if _at_evaluation(f)]
+        names += [f.name for f in dataclasses.fields(options) if at_evaluation(f)]
     return list(dict.fromkeys(names))
 
 

@@ -50,7 +50,7 @@ from learners.feed.episode_source import (
 )
 from learners.feed.validation_dataset import RECORD_KEY as VALIDATION_DATASET_KEY
 from learners.feed.validation_dataset import resolve_validation_dataset
-from learners.methods.config_fields import cli_fields
+from learners.methods.config_fields import at_evaluation, cli_fields
 from learners.methods.config_flags import add_config_flags, given_values
 from learners.methods.learner_config import LearnerConfig
 from learners.methods.registry import (
@@ -97,18 +97,136 @@ from learners.training.training_loop import (
     run_training,
 )
 
+# The shared learner options that describe the network (the others: optimiser and schedule).
+MODEL_FIELDS = (
+    "backbone",
+    "image_size",
+    "width",
+    "dropblock",
+    "batch_norm",
+    "input_scaling",
+    "input_alignment",
+)
 
-def add_episode_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("episodes (default: Meta-Dataset variable ways/shots)")
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "data and episodes",
+        "what it trains and validates on (default: Meta-Dataset's variable ways/shots)",
+    )
+    data = group.add_mutually_exclusive_group(required=True)
+    add_dataset_argument(
+        data,
+        required=False,
+        help="converted dataset folder (repeat --dataset to train on several)",
+    )
+    data.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="train on generated blob images (no data needed; for trying the tools)",
+    )
+    group.add_argument("--split-file", default=None, help="split JSON (train/valid/test)")
     group.add_argument("--ways", type=int, default=None, help="fixed ways")
     group.add_argument("--shots", type=int, default=None, help="fixed shots per class")
     group.add_argument("--query", type=int, default=None, help="fixed query examples per class")
-
-
-def add_throughput_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "throughput (loading and storage options may change when a run resumes)"
+    group.add_argument(
+        "--fix-ml-pool",
+        default=None,
+        help="FIX-ML: fixed-support pool JSON (synthetic data: pool size k)",
     )
+    group.add_argument(
+        "--validation-episodes",
+        type=int,
+        default=100,
+        help="valid-split episodes per validation (0: no validation)",
+    )
+    group.add_argument(
+        "--validation-dataset",
+        default=None,
+        metavar="NAME_OR_FOLDER",
+        help="validate on this dataset's valid split only: a --dataset's name (e.g. "
+        "ilsvrc_2012, as Meta-Dataset) or a converted dataset folder; default (or 'all'): "
+        "every --dataset's valid split",
+    )
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, taken: set[str]) -> None:
+    group = parser.add_argument_group(
+        "model", "the network every method builds on, and where its weights start"
+    )
+    add_config_flags(group, LearnerConfig, only=lambda f: f.name in MODEL_FIELDS, taken=taken)
+    group.add_argument(
+        "--init-from",
+        default=None,
+        metavar="CHECKPOINT",
+        help="start the backbone from another run's (a run folder: its last.pt, or a .pt "
+        "file), as Meta-Dataset starts learners from the k-NN baseline's ImageNet weights; "
+        "same --backbone and --width; read once, when the run starts",
+    )
+
+
+def add_optimisation_arguments(parser: argparse.ArgumentParser, taken: set[str]) -> None:
+    group = parser.add_argument_group(
+        "optimisation and schedule",
+        "steps and their items, the optimiser and its learning rate, numerics",
+    )
+    group.add_argument(
+        "--episodes",
+        type=int,
+        required=True,
+        help="training steps (episodes, or batches for multiclass methods)",
+    )
+    group.add_argument(
+        "--batch-size", type=int, default=64, help="multiclass batch size (per rank)"
+    )
+    group.add_argument(
+        "--meta-batch",
+        type=int,
+        default=1,
+        help="episodes (multiclass: batches) per optimiser step and rank, each its own forward "
+        "pass, the loss averaged; under torchrun a step takes meta-batch x ranks",
+    )
+    group.add_argument("--seed", type=int, default=0)
+    add_config_flags(group, LearnerConfig, taken=taken)  # those the model group left
+    group.add_argument(
+        "--amp",
+        choices=AMP_MODES,
+        default="off",
+        help="mixed-precision training steps (bf16, or fp16 with loss scaling)",
+    )
+    group.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="NHWC weights and images (faster convolutions under --amp on GPUs)",
+    )
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "output and checkpoints", "where the run is written, how often it is saved and kept"
+    )
+    group.add_argument("--output", required=True, help="run folder", renamed_from=("--out",))
+    group.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=1000,
+        help="save a kept snapshot (and validate) every N steps",
+    )
+    group.add_argument(
+        "--keep-snapshots",
+        type=int,
+        default=None,
+        help="keep only the N newest step snapshots (last.pt and best.pt are always kept)",
+    )
+    group.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "device and loading",
+        "where the steps run and how items are read (may change when a run resumes)",
+    )
+    group.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
     group.add_argument(
         "--loader-workers",
         type=int,
@@ -129,35 +247,21 @@ def add_throughput_arguments(parser: argparse.ArgumentParser) -> None:
         help="cuda: decode JPEG records on the GPU (nvJPEG) in the training process; pixels "
         "differ slightly from the reference decoder's (README: GPU decoding)",
     )
-    group.add_argument(
-        "--keep-snapshots",
-        type=int,
-        default=None,
-        help="keep only the N newest step snapshots (last.pt and best.pt are always kept)",
-    )
-    group.add_argument(
-        "--amp",
-        choices=AMP_MODES,
-        default="off",
-        help="mixed-precision training steps (bf16, or fp16 with loss scaling)",
-    )
-    group.add_argument(
-        "--channels-last",
-        action="store_true",
-        help="NHWC weights and images (faster convolutions under --amp on GPUs)",
-    )
 
 
-def add_learner_flags(parser: argparse.ArgumentParser) -> None:
-    """The shared learner options, then each method's own, generated from their dataclasses."""
-    taken: set[str] = set()
-    add_config_flags(
-        parser.add_argument_group("learner (every method)"), LearnerConfig, taken=taken
-    )
+def add_method_arguments(parser: argparse.ArgumentParser, taken: set[str]) -> None:
+    """Each method's own options, generated from their dataclasses: what is trained, then how
+    a trained run infers an episode (the options `learners.evaluate` may change)."""
     for options in method_option_classes():
         names = ", ".join(methods_sharing(options))
-        group = parser.add_argument_group(f"options of {names}")
-        add_config_flags(group, options, taken=taken)
+        trained = parser.add_argument_group(f"options of {names}")
+        add_config_flags(trained, options, only=lambda f: not at_evaluation(f), taken=taken)
+        if any(at_evaluation(f) for f in cli_fields(options)):
+            inference = parser.add_argument_group(
+                f"inference of {names}",
+                "how validation infers an episode (learners.evaluate may change these)",
+            )
+            add_config_flags(inference, options, only=at_evaluation, taken=taken)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,74 +276,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--list-recipes", action="store_true", help="print the recipes and their sources"
     )
-    data = parser.add_mutually_exclusive_group(required=True)
-    add_dataset_argument(
-        data,
-        required=False,
-        help="converted dataset folder (repeat --dataset to train on several)",
-    )
-    data.add_argument(
-        "--synthetic",
-        action="store_true",
-        help="train on generated blob images (no data needed; for trying the tools)",
-    )
-    parser.add_argument("--split-file", default=None, help="split JSON (train/valid/test)")
-    parser.add_argument(
-        "--episodes",
-        type=int,
-        required=True,
-        help="training steps (episodes, or batches for multiclass methods)",
-    )
-    parser.add_argument(
-        "--batch-size", type=int, default=64, help="multiclass batch size (per rank)"
-    )
-    parser.add_argument(
-        "--meta-batch",
-        type=int,
-        default=1,
-        help="episodes (multiclass: batches) per optimiser step and rank, each its own forward "
-        "pass, the loss averaged; under torchrun a step takes meta-batch x ranks",
-    )
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
-    parser.add_argument("--output", required=True, help="run folder", renamed_from=("--out",))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=1000,
-        help="save a kept snapshot (and validate) every N steps",
-    )
-    parser.add_argument(
-        "--validation-episodes",
-        type=int,
-        default=100,
-        help="valid-split episodes per validation (0: no validation)",
-    )
-    parser.add_argument(
-        "--validation-dataset",
-        default=None,
-        metavar="NAME_OR_FOLDER",
-        help="validate on this dataset's valid split only: a --dataset's name (e.g. "
-        "ilsvrc_2012, as Meta-Dataset) or a converted dataset folder; default (or 'all'): "
-        "every --dataset's valid split",
-    )
-    parser.add_argument(
-        "--init-from",
-        default=None,
-        metavar="CHECKPOINT",
-        help="start the backbone from another run's (a run folder: its last.pt, or a .pt "
-        "file), as Meta-Dataset starts learners from the k-NN baseline's ImageNet weights; "
-        "same --backbone and --width; read once, when the run starts",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_episode_arguments(parser)
-    add_throughput_arguments(parser)
-    parser.add_argument(
-        "--fix-ml-pool",
-        default=None,
-        help="FIX-ML: fixed-support pool JSON (synthetic data: pool size k)",
-    )
-    add_learner_flags(parser)
+    taken: set[str] = set()  # the generated flags added so far (each once)
+    add_data_arguments(parser)
+    add_model_arguments(parser, taken)
+    add_optimisation_arguments(parser, taken)
+    add_output_arguments(parser)
+    add_device_arguments(parser)
+    add_method_arguments(parser, taken)
     return parser
 
 

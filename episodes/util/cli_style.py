@@ -50,6 +50,13 @@ class _OwnedGroupMixin(_RenamesMixin):
 class _Group(_OwnedGroupMixin, argparse._ArgumentGroup):
     """`add_argument_group` of a CommandParser."""
 
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> argparse._MutuallyExclusiveGroup:
+        """Exclusive options shown in this group, their old spellings kept on the parser."""
+        group = _Exclusive(self, **kwargs)
+        group._command_parser = self._command_parser
+        self._mutually_exclusive_groups.append(group)
+        return group
+
 
 class _Exclusive(_OwnedGroupMixin, argparse._MutuallyExclusiveGroup):
     """`add_mutually_exclusive_group` of a CommandParser."""

@@ -59,6 +59,12 @@ def cli_fields(config_class: type) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(config_class) if f.metadata.get("cli", True)]
 
 
+def at_evaluation(field: dataclasses.Field) -> bool:
+    """Whether `learners.evaluate` may change this option on a trained run (`option`'s
+    `at_evaluation`: how episodes are inferred, not what was trained)."""
+    return bool(field.metadata.get("at_evaluation"))
+
+
 def _bound_problem(field: dataclasses.Field, value: Any) -> str | None:
     meta = field.metadata
     if isinstance(value, float) and not math.isfinite(value):  # nan < 0 is False: say it first
