@@ -56,6 +56,7 @@ from episodes.util.atomic_files import atomic_path, replace_folder, staging_fold
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser
 from episodes.util.dead_job_leftovers import clear_leftovers
+from episodes.util.output_overlap import refuse_overlap
 from episodes.util.progress_lines import ProgressLines
 
 # Default shard count: shards of about TARGET_SHARD_BYTES (TensorFlow's TFRecord guide asks for
@@ -258,7 +259,16 @@ def write_episode_shards(
     `exit_on_ctrl_c` (the CLI): a Ctrl-C or SIGTERM while the pipeline runs removes the staging
     folder and ends the process with one line (beam_pipelines.interrupt_exit). A local output
     is locked for the job (a second job on it is refused), and staging folders of jobs that
-    died beside it are removed first."""
+    died beside it are removed first. The output is never a dataset, split file or index cache
+    the job reads, nor a folder around or inside one (episodes.util.output_overlap)."""
+    refuse_overlap(
+        ("--output", output),
+        [
+            *(("--dataset", d) for d in job_args["dataset_dirs"]),
+            ("--split-file", job_args.get("split_file")),
+            ("--index-cache-dir", job_args.get("index_cache_dir")),
+        ],
+    )
     if storage_paths.is_remote(output):
         return _write_episode_shards(job_args, output, runner, overwrite, exit_on_ctrl_c, None)
     with acquire_output_lock(output) as lock:  # freed when the process ends, kill -9 too

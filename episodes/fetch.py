@@ -129,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from episodes.records import storage_paths
+    from episodes.util.output_overlap import refuse_overlap
 
     url = single_dataset(args.dataset)
     unknown = storage_paths.unknown_local_flags(beam_args)
@@ -136,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UserError(f"unknown option(s) {' '.join(unknown)} (file-system flags only)")
     if not storage_paths.is_remote(url):
         raise UserError(f"{url}: not a URL (s3://, gs://, ...); a local folder needs no fetch")
+    refuse_overlap(("--output", args.output), [("--dataset", url)])
     if not 0 < args.storage_timeout < float("inf"):
         raise UserError(f"--storage-timeout {args.storage_timeout}: expected a positive number")
     options = PipelineOptions(beam_args)

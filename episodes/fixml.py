@@ -297,12 +297,16 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument(
             "--output", type=Path, required=True, help="JSON file to write", renamed_from=("--out",)
         )
+        cmd.add_argument("--overwrite", action="store_true", help="replace an existing file")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     """python -m episodes.fixml {pool,holdout} --dataset DIR ...: write a pool or holdout file."""
     from episodes.records.dataset_spec import SpecError, load_spec
+    from episodes.util.atomic_files import atomic_path
+    from episodes.util.cli_errors import UserError
+    from episodes.util.output_overlap import refuse_overlap
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -312,6 +316,12 @@ def main(argv: list[str] | None = None) -> None:
             raise SamplerError(
                 f"--output {args.output}: folder {args.output.parent} does not exist"
             )
+        if args.output.exists() and not args.overwrite:
+            raise SamplerError(f"--output {args.output}: exists (add --overwrite to replace it)")
+        holdout_file = getattr(args, "holdout", None)
+        refuse_overlap(
+            ("--output", args.output), [("--dataset", dataset), ("--holdout", holdout_file)]
+        )
         spec = load_spec(dataset)
         if args.command == "pool":
             holdout = BaseHoldout.load(args.holdout) if args.holdout else None
@@ -320,11 +330,10 @@ def main(argv: list[str] | None = None) -> None:
             )
         else:
             result = make_base_holdout(spec, args.split, args.fraction, args.seed)
-    except (ValueError, SamplerError, SpecError) as exc:
+    except (ValueError, SamplerError, SpecError, UserError) as exc:
         parser.exit(2, f"error: {exc}\n")
-    tmp = args.output.with_name(args.output.name + ".tmp")
-    result.save(tmp)
-    tmp.replace(args.output)
+    with atomic_path(args.output) as tmp:
+        result.save(tmp)
     total = sum(len(r) for r in result.records.values())
     print(f"wrote {args.output}: {len(result.records)} classes, {total} records")
 

@@ -24,10 +24,31 @@ def _output_grid(size: int) -> tuple[np.ndarray, np.ndarray]:
     return ys, xs
 
 
+def _libm(function, values: np.ndarray) -> np.ndarray:
+    """`function` (math.sin, math.cos) of each value, computed by the C library."""
+    return np.array([function(value) for value in values.tolist()], dtype=np.float64)
+
+
+def _jitter_inverse(
+    angle: float, shear: float, x_scale: float, y_scale: float
+) -> tuple[float, float, float, float]:
+    """The inverse (a, b, c, d = [[a, b], [c, d]]) of rotation(angle) @ shear @ diag(scales),
+    in plain float arithmetic: BLAS and LAPACK kernels (numpy's @ and linalg.inv) differ in
+    the last bit between CPU generations, and the glyphs must not. The inverse of each factor
+    is known: diag(1/sx, 1/sy) @ [[1, -shear], [0, 1]] @ rotation(-angle)."""
+    cos, sin = math.cos(angle), math.sin(angle)
+    # rotation(-angle) = [[cos, sin], [-sin, cos]]; then the inverse shear; then the scales
+    row0 = (cos - shear * -sin, sin - shear * cos)
+    row1 = (-sin, cos)
+    return (row0[0] / x_scale, row0[1] / x_scale, row1[0] / y_scale, row1[1] / y_scale)
+
+
 def _smooth_field(rng: np.random.Generator, size: int, amplitude: float) -> np.ndarray:
     """A smooth random displacement field: a plane wave of 0.5 to 1.5 cycles per image.
 
-    sin(u(x) + v(y)) = sin u cos v + cos u sin v, so the wave is two outer products.
+    sin(u(x) + v(y)) = sin u cos v + cos u sin v, so the wave is two outer products. Sines
+    and cosines come from the C library, one value at a time: numpy's own float64 sin/cos
+    differ in the last bit on AVX-512 machines (SVML), and the glyphs must not (issue 30).
     """
     axis = np.arange(size, dtype=np.float64)
     angle = rng.uniform(0.0, 2.0 * np.pi)
@@ -35,7 +56,8 @@ def _smooth_field(rng: np.random.Generator, size: int, amplitude: float) -> np.n
     phase = rng.uniform(0.0, 2.0 * np.pi)
     u = wavenumber * math.cos(angle) * axis
     v = wavenumber * math.sin(angle) * axis + phase
-    wave = np.outer(np.cos(v), np.sin(u)) + np.outer(np.sin(v), np.cos(u))
+    wave = np.outer(_libm(math.cos, v), _libm(math.sin, u))
+    wave += np.outer(_libm(math.sin, v), _libm(math.cos, u))
     return rng.normal(0.0, amplitude) * wave
 
 
@@ -62,20 +84,15 @@ def draw_example(
     shear = style.slant + rng.normal(0.0, jitter.shear)
     tilt = np.clip(rng.normal(0.0, jitter.rotation), -3 * jitter.rotation, 3 * jitter.rotation)
     angle = style.rotation + math.radians(tilt)
-    cos, sin = math.cos(angle), math.sin(angle)
-    forward = (
-        np.array([[cos, -sin], [sin, cos]])
-        @ np.array([[1.0, shear], [0.0, 1.0]])
-        @ np.diag([scale * aspect, scale / aspect])
-    )
-    inverse = np.linalg.inv(forward)  # output (x, y) offsets -> glyph (x, y) offsets
+    # output (x, y) offsets -> glyph (x, y) offsets
+    inv_xx, inv_xy, inv_yx, inv_yy = _jitter_inverse(angle, shear, scale * aspect, scale / aspect)
     shift_x, shift_y = rng.uniform(-jitter.shift, jitter.shift, size=2) * size
     ys, xs = _output_grid(size)
     centre = (size - 1) / 2.0
     dx = xs - centre - shift_x + _smooth_field(rng, size, jitter.elastic * size)
     dy = ys - centre - shift_y + _smooth_field(rng, size, jitter.elastic * size)
-    src_x = inverse[0, 0] * dx + inverse[0, 1] * dy + (width - 1) / 2.0
-    src_y = inverse[1, 0] * dx + inverse[1, 1] * dy + (height - 1) / 2.0
+    src_x = inv_xx * dx + inv_xy * dy + (width - 1) / 2.0
+    src_y = inv_yx * dx + inv_yy * dy + (height - 1) / 2.0
     ink = ndimage.map_coordinates(
         glyph, [src_y, src_x], output=np.float32, order=1, cval=0.0, prefilter=False
     )

@@ -121,7 +121,11 @@ def write_class_array(array: np.ndarray, folder: str | os.PathLike, class_id: in
     target = Path(folder) / f"{class_id}.npy"
     with atomic_path(target) as tmp:
         with open(tmp, "wb") as stream:
-            np.save(stream, array, allow_pickle=False)
+            # header, then the bytes through Python's write: numpy's own file write reports a
+            # full disk as "N requested and M written" with no errno; this raises ENOSPC
+            header = np.lib.format.header_data_from_array_1_0(array)
+            np.lib.format.write_array_header_1_0(stream, header)
+            stream.write(np.ascontiguousarray(array).data)
         entry = ClassArray(int(array.shape[0]), tmp.stat().st_size, file_sha256(tmp))
     return entry
 

@@ -75,3 +75,23 @@ def replace_folder(staging: str | os.PathLike, target: str | os.PathLike) -> Pat
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def missing_parents(path: str | os.PathLike) -> list[Path]:
+    """The folders above `path` that do not exist yet, innermost first: what a job that
+    creates `path` makes and must remove again if it fails (`remove_if_empty`)."""
+    missing = []
+    for parent in Path(path).absolute().parents:
+        if parent.exists():
+            break
+        missing.append(parent)
+    return missing
+
+
+def remove_if_empty(folders: list[Path]) -> None:
+    """Remove each folder (innermost first) that is still empty; others stay."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
