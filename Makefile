@@ -20,7 +20,10 @@ $(STAMP): requirements.lock setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements.lock
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	@# setuptools warns of editable installs in a box of 10 lines on every install: one known,
+	@# harmless notice (the package folders here take precedence, which is the point)
+	PYTHONWARNINGS="ignore:Editable installation" \
+	    $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 system-deps:

@@ -1,6 +1,8 @@
 """Few-shot taskset toolkit: Beam converters, ATG splits, Meta-Dataset episodes, learners."""
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, find_packages, setup
+
+DATA_FOLDERS = ("beam_pipelines.sources.reference_data", "learners.recipes", "splits.published")
 
 setup(
     name="fewshot-tasksets",
@@ -9,8 +11,12 @@ setup(
         "Convert image datasets to per-class TFRecords with Apache Beam, generate class "
         "splits of controlled difficulty (ATG), sample Meta-Dataset episodes, train learners."
     ),
-    python_requires=">=3.10",
-    packages=find_packages(include=["episodes*", "beam_pipelines*", "splits*", "learners*"]),
+    # tomllib (learners.train --recipe) is 3.11's
+    python_requires=">=3.11",
+    # the data folders (recipes/<paper>/, published/<source>/, reference_data/) are listed as
+    # packages too, so setuptools installs them without a warning block per folder
+    packages=find_packages(include=["episodes*", "beam_pipelines*", "splits*", "learners*"])
+    + find_namespace_packages(include=[f"{folder}*" for folder in DATA_FOLDERS]),
     package_data={
         "splits": ["published/*.json", "published/*/*.json"],
         "beam_pipelines.sources": ["reference_data/*"],

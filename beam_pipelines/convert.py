@@ -74,9 +74,9 @@ def list_sources() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = chosen_command(argv)
-    # the output is never the input, around it or inside it: checked before --download fills it
-    refuse_overlap(("--output", chosen.output), [("--input", chosen.input)])
     if chosen.download:  # fill --input first (once the output may be written), then convert
+        # the output is never the input, around it or inside it (convert checks it again)
+        refuse_overlap(("--output", chosen.output), [("--input", chosen.input)])
         if chosen.output and not chosen.all and "://" not in chosen.output:
             check_output(Path(chosen.output), chosen.overwrite)
         download_for_convert(chosen.source, chosen.all, chosen.input)

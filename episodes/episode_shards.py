@@ -36,10 +36,11 @@ from episodes.images.image_decode import (
     wait_all,
 )
 from episodes.records.example_proto import ExampleDecodeError, decode_example, encode_example
+from episodes.records.local_dataset import SHARDS_MANIFEST
 from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
 
 SHARDS_FORMAT = "fewshot-tasksets.episode_shards/1"
-MANIFEST = "episodes.json"
+MANIFEST = SHARDS_MANIFEST  # a shards folder's mark: the reader tells it from a dataset
 _READ_BUFFER = 4 << 20
 
 

@@ -233,6 +233,35 @@ def hop_distance(
 
 
 # ----------------------------------------------------------------------------- summary
+def summary_text(summary: Mapping[str, object]) -> str:
+    """`split_summary` for a person: one line of sizes and parameters, one per split pair."""
+
+    def shown(value: object) -> str:
+        return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+    sizes = ", ".join(f"{name} {count}" for name, count in summary["sizes"].items())
+    lines = [
+        f"{summary['dataset']} ({summary['method']}): {sizes}; R {shown(summary['R'])}, "
+        f"divergence {shown(summary['divergence'])}, achieved "
+        f"{shown(summary['achieved_divergence'])}"
+    ]
+    if "warning" in summary:
+        lines.append(f"warning: {summary['warning']}")
+    pairs = summary.get("between_splits") or {}
+    if pairs:
+        lines.append(
+            f"  {'splits':<12} {'mean class distance':>20} {'distance of means':>18} "
+            f"{'sym. KL of mean centroids':>26}"
+        )
+        for pair, row in pairs.items():
+            lines.append(
+                f"  {pair:<12} {row['mean_class_distance']:>20.4f} "
+                f"{row['distance_between_means']:>18.4f} "
+                f"{row['symmetric_kl_of_mean_centroids']:>26.4f}"
+            )
+    return "\n".join(lines)
+
+
 def split_summary(split: SplitFile, embeddings: EmbeddingsFile | None = None) -> dict[str, object]:
     """Sizes, recorded parameters and, with embeddings, distances between the splits."""
     out: dict[str, object] = {
@@ -346,6 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     summ = sub.add_parser("summary", help="sizes and distances of a split")
     summ.add_argument("--split", required=True)
     summ.add_argument("--embeddings")
+    summ.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser
 
 
@@ -387,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         split = SplitFile.load(args.split)
         emb = EmbeddingsFile.load(args.embeddings) if args.embeddings else None
-        print(json.dumps(split_summary(split, emb), indent=2))
+        summary = split_summary(split, emb)
+        print(json.dumps(summary, indent=2) if args.json else summary_text(summary))
     return 0
 
 

@@ -12,6 +12,7 @@ from beam_pipelines.episodes import main as shards_main
 from beam_pipelines.episodes import write_episode_shards
 from episodes.episode import EpisodeDescription
 from episodes.episode_shards import (
+    MANIFEST,
     EpisodeShardReader,
     ShardError,
     decode_episode,
@@ -223,3 +224,21 @@ def test_default_shard_count_is_measured_from_the_first_episodes(toy, tmp_path, 
     expected = shards_module.default_num_shards(30, sum(sizes) / len(sizes))
     assert manifest["num_shards"] == expected and 7 <= expected <= 8
     assert sum(manifest["episodes_per_file"]) == 30 and len(manifest["files"]) == expected
+
+
+def test_a_shards_folder_given_as_a_dataset_is_named_as_shards(tmp_path):
+    """Issue 30: a finished shards folder is not 'an incomplete dataset'."""
+    from episodes.records.dataset_spec import SpecError
+    from episodes.records.local_dataset import require_local_dataset
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "shard_00000.tfrecords").write_bytes(b"")
+    (shards / MANIFEST).write_text("{}")
+    with pytest.raises(
+        SpecError, match="episode shards .*not a converted dataset.*--episode-shards"
+    ):
+        require_local_dataset(shards)
+    (shards / MANIFEST).unlink()
+    with pytest.raises(SpecError, match="incomplete dataset"):
+        require_local_dataset(shards)

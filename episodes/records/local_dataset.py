@@ -18,6 +18,9 @@ def is_remote(path: str | os.PathLike) -> bool:
     return not isinstance(path, Path) and _URL.match(str(path).strip()) is not None
 
 
+SHARDS_MANIFEST = "episodes.json"  # what marks a finished episode-shards folder
+
+
 def require_local_dataset(path: str | os.PathLike) -> None:
     """One clear line for what the reader cannot open: a URL (fetch it first) or a local folder
     holding files but no dataset_spec.json (a conversion that did not finish)."""
@@ -29,6 +32,12 @@ def require_local_dataset(path: str | os.PathLike) -> None:
         )
     folder = Path(text)
     if folder.is_dir() and not (folder / SPEC_FILENAME).exists():
+        if (folder / SHARDS_MANIFEST).is_file():
+            raise SpecError(
+                f"{folder}: episode shards (python -m beam_pipelines.episodes), not a converted "
+                "dataset: evaluate on them with `learners.evaluate --episode-shards "
+                f"{folder}`, or give the dataset they were drawn from"
+            )
         files = [p.name for p in folder.iterdir() if not p.name.startswith(".")]
         if any(name.endswith((".tfrecords", ".index")) for name in files):
             raise SpecError(

@@ -15,7 +15,7 @@ import argparse
 import math
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 OLD_SPELLINGS_UNTIL = "the next release"
 
@@ -65,6 +65,11 @@ class CommandParser(_RenamesMixin, argparse.ArgumentParser):
 
     def _owner(self) -> CommandParser:
         return self
+
+    def error(self, message: str) -> NoReturn:
+        """A usage error is one line, as git, cargo and pip print it: what is wrong and where
+        the options are listed (argparse would print the whole usage first, 30-60 lines)."""
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
     def add_argument_group(self, *args: Any, **kwargs: Any) -> argparse._ArgumentGroup:
         group = _Group(self, *args, **kwargs)
