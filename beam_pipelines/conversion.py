@@ -115,11 +115,11 @@ def abort_output(tmp: Path | str) -> None:
 def conversion_inputs(input_path: str | Path | None, config: Any) -> list[tuple[str, Any]]:
     """What a conversion reads, as (flag, path) pairs for the output/input rule: the raw input
     and the source's file options (a `--split-file`, a TFDS data folder)."""
-    inputs: list[tuple[str, Any]] = [("--input", input_path)]
-    for name in ("split_file", "tfds_data_dir"):
-        value = getattr(config, name, None)
-        if value:
-            inputs.append(("--" + name.replace("_", "-"), value))
+    prepared = getattr(config, "tfds_data_dir", None)  # a TFDS folder, read instead of --input
+    inputs: list[tuple[str, Any]] = [
+        ("--tfds-data-dir", prepared) if prepared else ("--input", input_path)
+    ]
+    inputs.append(("--split-file", getattr(config, "split_file", None)))
     return inputs
 
 
