@@ -187,3 +187,23 @@ def test_old_positionals_become_their_options_with_one_note_each(capsys):
     assert capsys.readouterr().err == ""
     with pytest.raises(SystemExit):
         parser.parse_args([])  # still required: one of the two forms
+
+
+def test_a_usage_error_is_one_line_in_every_command(capsys):
+    """Issue 30: a wrong flag is one `error:` line pointing at --help (argparse printed the
+    whole usage first, 30-60 lines), for every command and sub-command."""
+    checked = 0
+    for module in commands():
+        for name, parser in command_parsers(module):
+            if not isinstance(parser, argparse.ArgumentParser) or "--help" not in str(
+                parser._option_string_actions
+            ):
+                continue
+            with pytest.raises(SystemExit) as stopped:
+                parser.parse_args(["--no-such-flag-here"])
+            err = capsys.readouterr().err
+            assert stopped.value.code == 2, name
+            assert err.count("\n") == 1 and err.startswith("error: "), (name, err)
+            assert err.rstrip().endswith(" --help)"), (name, err)
+            checked += 1
+    assert checked >= 25

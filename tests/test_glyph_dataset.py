@@ -339,7 +339,7 @@ def test_python_m_package_and_its_old_name_write_the_same_bytes(tmp_path):
     bad = [sys.executable, "-m", "episodes.glyph_dataset", "--output", str(tmp_path / "x")]
     failed = subprocess.run([*bad, "--size", "8"], capture_output=True, text=True, cwd=REPO)
     assert failed.returncode == 2 and failed.stderr == (
-        "python -m episodes.glyph_dataset: error: --size must be between 28 and 512 pixels, got 8\n"
+        "error: --size must be between 28 and 512 pixels, got 8\n"
     )
 
 

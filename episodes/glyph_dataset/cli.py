@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from episodes.glyph_dataset.config import (
     OMNIGLOT_DRAWERS,
@@ -17,19 +16,13 @@ from episodes.glyph_dataset.generation import generate
 from episodes.util.cli_style import CommandParser, command_parser
 
 
-def _one_line_error(message: str) -> NoReturn:
-    """Usage errors become GlyphDatasetError: `main` prints them as one line and exits 2."""
-    raise GlyphDatasetError(message)
-
-
 def build_parser() -> CommandParser:
-    """The command's parser; its usage errors raise GlyphDatasetError instead of exiting."""
+    """The command's parser (a usage error: one `error:` line, exit status 2)."""
     parser = command_parser(
         "episodes.glyph_dataset",
         description="Write the embedded glyph dataset in Omniglot's archive layout\n"
         "(images_background/, images_evaluation/), deterministic from --seed.",
     )
-    parser.error = _one_line_error  # type: ignore[method-assign]
     parser.add_argument("--output", required=True, type=Path, help="dataset folder to write")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
@@ -56,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+    except SystemExit as usage:  # the parser printed its one line
+        return int(usage.code or 0)
+    try:
         config = GlyphDatasetConfig(
             seed=args.seed,
             alphabets=args.alphabets,
@@ -72,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=not args.quiet,
         )
     except GlyphDatasetError as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        print(f"error: {error}", file=sys.stderr)
         return 2
     print(summary.describe())
     return 0
