@@ -34,7 +34,10 @@ def serve(fd: int) -> None:
         return
     module_name, function_name = target.split(":")
     function = getattr(importlib.import_module(module_name), function_name)
-    function(conn, *args)
+    try:
+        function(conn, *args)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        return  # the parent went away (killed, even by kill -9): nothing to say, nobody to hear
 
 
 def interpreter() -> str:
