@@ -1,10 +1,17 @@
 """Few-shot taskset toolkit: Beam converters, ATG splits, Meta-Dataset episodes, learners."""
 
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# The one version number, read (not imported) from episodes/util/release.py.
+RELEASE = (Path(__file__).resolve().parent / "episodes" / "util" / "release.py").read_text()
+VERSION = re.search(r'^VERSION = "([^"]+)"$', RELEASE, re.MULTILINE).group(1)
 
 setup(
     name="fewshot-tasksets",
-    version="0.1.0",
+    version=VERSION,
     description=(
         "Convert image datasets to per-class TFRecords with Apache Beam, generate class "
         "splits of controlled difficulty (ATG), sample Meta-Dataset episodes, train learners."

@@ -15,6 +15,7 @@ import importlib
 from typing import Any
 
 from episodes.util.moved_modules import install as _install_moved_modules
+from episodes.util.release import VERSION as __version__
 
 _PUBLIC = {
     "EpisodeReader": "episodes.reader",

@@ -137,7 +137,7 @@ def test_old_spellings_still_parse_with_one_note_each(capsys):
     assert (args.output, args.jpeg_quality, args.command, args.k_shots) == ("A", 80, "pool", 5)
     notes = capsys.readouterr().err.splitlines()
     assert notes == [
-        f"note: {old} is now {new}; the old spelling goes in the next release"
+        f"note: {old} is now {new}; the old spelling goes in version 0.3.0"
         for old, new in (
             ("--out", "--output"),
             ("--jpeg_quality", "--jpeg-quality"),
@@ -176,8 +176,8 @@ def test_old_positionals_become_their_options_with_one_note_each(capsys):
     args, rest = parser.parse_known_args(["s3://b/d", "here", "--s3_region_name", "eu"])
     assert (args.dataset, args.output, rest) == (["s3://b/d"], "here", ["--s3_region_name", "eu"])
     assert capsys.readouterr().err.splitlines() == [
-        "note: the positional URL is now --dataset URL; the old form goes in the next release",
-        "note: the positional LOCAL is now --output LOCAL; the old form goes in the next release",
+        "note: the positional URL is now --dataset URL; the old form goes in version 0.3.0",
+        "note: the positional LOCAL is now --output LOCAL; the old form goes in version 0.3.0",
     ]
     # The new form: a value of an unknown (Beam) flag is never taken for an old positional.
     args, rest = parser.parse_known_args(

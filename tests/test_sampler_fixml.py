@@ -381,8 +381,8 @@ def test_cli_old_form_still_works_with_notes(tmp_path, capsys):
     main(["pool", str(tmp_path), "--k", "3", "--out", str(tmp_path / "old.json")])
     assert (tmp_path / "old.json").read_bytes() == (tmp_path / "new.json").read_bytes()
     assert capsys.readouterr().err.splitlines() == [
-        "note: the positional SPEC is now --dataset SPEC; the old form goes in the next release",
-        "note: --out is now --output; the old spelling goes in the next release",
+        "note: the positional SPEC is now --dataset SPEC; the old form goes in version 0.3.0",
+        "note: --out is now --output; the old spelling goes in version 0.3.0",
     ]
 
 

@@ -1,8 +1,16 @@
-"""Old import paths of modules that moved (the restructuring of issue 11), kept for one release:
+"""Old import paths of modules and names that moved, kept until `REMOVAL_VERSION` (0.3.0):
 `import episodes.dataset_spec` gives `episodes.records.dataset_spec` itself (the same module
 object, so classes and errors compare equal) with a DeprecationWarning naming the new path.
 
 A finder on `sys.meta_path` answers only the names in `MOVED`; anything else imports as usual.
+It is the one import-time side effect of the toolkit's packages, and a documented one: Python
+resolves `import episodes.dataset_spec` only through `sys.meta_path` (or a file at that path),
+so the alternative is a stub file per old name, which would fill again the package roots the
+moves emptied. The packages that hold old names (`episodes`, `splits`) call `install()` when
+they are imported, once per process; the finder and its table go in REMOVAL_VERSION.
+
+A module that stays but whose names moved elsewhere (a command module that used to hold library
+code) forwards them with `moved_names`, the same warning for one name.
 """
 
 from __future__ import annotations
@@ -13,22 +21,32 @@ import importlib.machinery
 import importlib.util
 import sys
 import warnings
+from collections.abc import Callable, Mapping
 from types import ModuleType
+from typing import Any
+
+from episodes.util.release import REMOVAL_VERSION
+
+__all__ = ["MOVED", "MovedModuleFinder", "install", "moved_names", "moved_note"]
+
+
+def _moved_into(package: str, old_package: str, names: tuple[str, ...]) -> dict[str, str]:
+    return {f"{old_package}.{name}": f"{package}.{name}" for name in names}
+
 
 # old dotted name -> new dotted name (git log --diff-filter=R: pure moves only)
 MOVED: dict[str, str] = {
-    **{
-        f"episodes.{name}": f"episodes.hierarchy.{name}"
-        for name in ("imagenet_dag", "imagenet_nodes", "wordnet")
-    },
-    **{
-        f"episodes.{name}": f"episodes.images.{name}"
-        for name in ("decoded_cache", "image_decode", "image_size_limit", "record_images")
-    },
-    "episodes.reference_resize": "episodes.images.reference_resize",
-    **{
-        f"episodes.{name}": f"episodes.records.{name}"
-        for name in (
+    # issue 11: episodes' root into records / images / hierarchy / util
+    **_moved_into("episodes.hierarchy", "episodes", ("imagenet_dag", "imagenet_nodes", "wordnet")),
+    **_moved_into(
+        "episodes.images",
+        "episodes",
+        ("decoded_cache", "image_decode", "image_size_limit", "record_images", "reference_resize"),
+    ),
+    **_moved_into(
+        "episodes.records",
+        "episodes",
+        (
             "dataset_spec",
             "example_proto",
             "reader_errors",
@@ -36,24 +54,22 @@ MOVED: dict[str, str] = {
             "record_reader",
             "tfrecord_io",
             "storage_paths",
-        )
-    },
-    **{
-        f"episodes.{name}": f"episodes.util.{name}"
-        for name in (
-            "atomic_files",
-            "cli_errors",
-            "progress_lines",
-            "shared_segments",
-            "worker_processes",
-        )
-    },
+        ),
+    ),
+    **_moved_into(
+        "episodes.util",
+        "episodes",
+        ("atomic_files", "cli_errors", "progress_lines", "shared_segments", "worker_processes"),
+    ),
 }
 
 
-def moved_note(old: str) -> str:
+def moved_note(old: str, new: str | None = None) -> str:
+    """The warning for a moved module or name `old` (now `new`, by default MOVED[old])."""
+    new = MOVED[old] if new is None else new
     return (
-        f"{old} moved to {MOVED[old]}: import it from there (the old path goes in the next release)"
+        f"{old} moved to {new}: import it from there (the old path goes in version "
+        f"{REMOVAL_VERSION})"
     )
 
 
@@ -96,3 +112,18 @@ def install() -> None:
     """Put the finder on `sys.meta_path` (once)."""
     if not any(isinstance(f, MovedModuleFinder) for f in sys.meta_path):
         sys.meta_path.append(MovedModuleFinder())
+
+
+def moved_names(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module-level `__getattr__` for `module` that gives each old name of `names` (name ->
+    the module it moved to) from its new module, with a DeprecationWarning naming both."""
+
+    def __getattr__(name: str) -> Any:
+        new_module = names.get(name)
+        if new_module is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        note = moved_note(f"{module}.{name}", f"{new_module}.{name}")
+        warnings.warn(note, DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(new_module), name)
+
+    return __getattr__
