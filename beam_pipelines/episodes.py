@@ -6,7 +6,7 @@ their encoded images from the dataset's records (no re-encoding) and writes the 
 `episodes.records.tfrecord_io`, episodes in increasing index. The shard count does not depend on the
 worker count and nothing depends on bundle order, so 1 or N workers give the same bytes. Shards
 go to a staging folder that is renamed to SHARDS at the end, with a manifest `episodes.json`
-(parameters, files, episode counts, sha256). Record keys: see `episodes.episode_shards`.
+(parameters, files, episode counts, sha256). Record keys: see `episodes.reading.episode_shards`.
 A `--dataset` URL (s3://, gs://) is read by the workers where it lies, one ranged read per
 record (beam_pipelines.remote_episode_source): no worker needs a local copy.
 """
@@ -34,24 +34,24 @@ from beam_pipelines.job_faults import unwritable_output_in_one_line
 from beam_pipelines.output_lock import OutputLock, acquire_output_lock, clear_remote_leftovers
 from beam_pipelines.remote_episode_source import RemoteEpisodeSource
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
-from episodes.episode_cli import (
-    add_episode_source_arguments,
-    add_sampler_arguments,
-    sampler_config_from_args,
-)
-from episodes.episode_shards import (
+from episodes.reading.episode_shards import (
     MANIFEST,
     SHARDS_FORMAT,
     encode_episode,
     shard_file_name,
     shard_indices,
 )
-from episodes.reader import EpisodeReader
+from episodes.reading.reader import EpisodeReader
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import SpecError
 from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import CorruptRecordError
 from episodes.records.tfrecord_io import frame_record
+from episodes.sampling.episode_cli import (
+    add_episode_source_arguments,
+    add_sampler_arguments,
+    sampler_config_from_args,
+)
 from episodes.util.atomic_files import atomic_path, replace_folder, staging_folder
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser
@@ -90,7 +90,7 @@ class ShardJob:
     def reader(self) -> EpisodeReader | RemoteEpisodeSource:
         """The episodes to write: an EpisodeReader of local folders, or, when a dataset is a
         URL, its records read where they lie (beam_pipelines.remote_episode_source)."""
-        from episodes.sampler_config import SamplerConfig
+        from episodes.sampling.sampler_config import SamplerConfig
 
         if any(storage_paths.is_remote(d) for d in self.dataset_dirs):
             return RemoteEpisodeSource(

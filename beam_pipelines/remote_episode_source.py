@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from episodes.images.record_images import RecordImages
-from episodes.reader import encoded_episode_images
+from episodes.reading.reader import encoded_episode_images
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, Split
 from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import RecordReader
-from episodes.sampler_factory import load_dataset, make_sampler, read_split_file
+from episodes.sampling.sampler_factory import load_dataset, make_sampler, read_split_file
 
 
 def load_any_dataset(

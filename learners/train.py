@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from episodes.sampler_factory import split_file_notes
+from episodes.sampling.sampler_factory import split_file_notes
 from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from learners.backbone_init import RECORD_KEY as INIT_FROM_KEY

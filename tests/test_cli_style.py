@@ -23,7 +23,7 @@ PACKAGES = ("episodes", "beam_pipelines", "splits", "learners")
 # `python -m` entry points that are not user commands (worker processes, moved-name shims).
 NOT_COMMANDS = {
     "beam_pipelines.local_worker",
-    "episodes.decode_processes",
+    "episodes.reading.decode_processes",
     "episodes.util.worker_processes",
     "beam_pipelines.embed",
     "beam_pipelines.glyph_dataset",

@@ -19,9 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_public_names_are_the_implementations():
     from episodes import EpisodeReader, SamplerConfig, load_spec
-    from episodes.reader import EpisodeReader as reader_class
+    from episodes.reading.reader import EpisodeReader as reader_class
     from episodes.records.dataset_spec import load_spec as loader
-    from episodes.sampler_config import SamplerConfig as config_class
+    from episodes.sampling.sampler_config import SamplerConfig as config_class
 
     assert (EpisodeReader, SamplerConfig, load_spec) == (reader_class, config_class, loader)
     assert {"EpisodeReader", "SamplerConfig", "load_spec"} <= set(episodes.__all__)
@@ -31,7 +31,7 @@ def test_public_names_are_the_implementations():
 
 
 def test_importing_the_package_stays_light():
-    code = "import sys, episodes; print(sorted(m for m in ('numpy', 'episodes.reader') if m in sys.modules))"
+    code = "import sys, episodes; print(sorted(m for m in ('numpy', 'episodes.reading.reader') if m in sys.modules))"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )

@@ -61,6 +61,27 @@ MOVED: dict[str, str] = {
         "episodes",
         ("atomic_files", "cli_errors", "progress_lines", "shared_segments", "worker_processes"),
     ),
+    # issue 35: the rest of episodes' root into sampling / reading / adapters (version 0.2.0)
+    **_moved_into(
+        "episodes.sampling",
+        "episodes",
+        (
+            "episode",
+            "episode_cli",
+            "episode_stats",
+            "fixml_records",
+            "sampler",
+            "sampler_config",
+            "sampler_factory",
+            "sampler_formulas",
+        ),
+    ),
+    **_moved_into(
+        "episodes.reading",
+        "episodes",
+        ("decode_processes", "description_prefetch", "episode_grid", "episode_shards", "reader"),
+    ),
+    **_moved_into("episodes.adapters", "episodes", ("tf_adapter", "torch_adapter")),
 }
 
 
@@ -109,9 +130,11 @@ def _caller_level() -> int:
 
 
 def install() -> None:
-    """Put the finder on `sys.meta_path` (once)."""
+    """Put the finder first on `sys.meta_path` (once): an old name then always means its new
+    module, even where a stale file of the old layout is still found on the path (an install
+    upgraded in place, an editable install of an older checkout)."""
     if not any(isinstance(f, MovedModuleFinder) for f in sys.meta_path):
-        sys.meta_path.append(MovedModuleFinder())
+        sys.meta_path.insert(0, MovedModuleFinder())
 
 
 def moved_names(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:

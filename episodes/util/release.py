@@ -11,4 +11,3 @@ __all__ = ["REMOVAL_VERSION", "VERSION"]
 
 VERSION = "0.2.0"
 REMOVAL_VERSION = "0.3.0"
-

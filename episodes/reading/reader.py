@@ -1,7 +1,7 @@
 """Episode reader: sampler descriptions -> numpy episodes (`python -m episodes.read` is its CLI).
 
 An `EpisodeReader` turns each episode description (classes and record numbers, from
-`episodes.sampler`) into arrays: images resized to `image_size` (uint8, or float32 scaled to
+`episodes.sampling.sampler`) into arrays: images resized to `image_size` (uint8, or float32 scaled to
 `float_range`), labels 0..N-1 in the order of the episode's classes, absolute class ids. Records
 are fetched with one seek through the `.index` sidecars (built on first use for reference
 Meta-Dataset folders), decoded by a thread pool, and the next episodes are prefetched while the
@@ -29,14 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from episodes.decode_processes import (
-    BUSY_SHARES,
-    DecodeProcessPool,
-    RecordSource,
-    auto_decode_processes,
-)
-from episodes.description_prefetch import DescriptionPrefetcher
-from episodes.episode import Episode, EpisodeDescription, episode_labels
 from episodes.images.decoded_cache import DecodedCache, DecodedCacheError
 from episodes.images.image_decode import (
     DEFAULT_RESIZE,
@@ -50,10 +42,18 @@ from episodes.images.image_decode import (
 )
 from episodes.images.image_size_limit import MAX_IMAGE_SIDE
 from episodes.images.record_images import RecordImages
+from episodes.reading.decode_processes import (
+    BUSY_SHARES,
+    DecodeProcessPool,
+    RecordSource,
+    auto_decode_processes,
+)
+from episodes.reading.description_prefetch import DescriptionPrefetcher
 from episodes.records.dataset_spec import DatasetSpec, Split
 from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import RecordReader
-from episodes.sampler_factory import load_dataset, make_sampler
+from episodes.sampling.episode import Episode, EpisodeDescription, episode_labels
+from episodes.sampling.sampler_factory import load_dataset, make_sampler
 
 DTYPES = {"uint8": np.uint8, "float32": np.float32}
 CACHE_MODES = ("auto", "always", "never")
@@ -94,7 +94,7 @@ class _InFlight:
 class EpisodeReader:
     """Episodes of one or more converted datasets as numpy arrays (see module docstring).
 
-    `config` is an `episodes.sampler.SamplerConfig`; `sampler` may replace the default sampler
+    `config` is an `episodes.sampling.sampler.SamplerConfig`; `sampler` may replace the default sampler
     with any object whose `.episode(i)` returns an EpisodeDescription (e.g. a FIX-ML pool
     sampler). `decoded_cache`: "auto" uses a cache when one matches, "always" requires one,
     "never" always decodes records. `num_threads` is at most that many decoding threads: the
@@ -246,7 +246,7 @@ class EpisodeReader:
 
     def _largest_episode_bytes(self, config: Any) -> int:
         """Pixels of the largest episode `config` can give (sizes the shared memory needed)."""
-        from episodes.sampler_config import SamplerConfig
+        from episodes.sampling.sampler_config import SamplerConfig
 
         if not isinstance(config, SamplerConfig):
             config = SamplerConfig()

@@ -22,9 +22,9 @@ def _annotation_parser(annotation: str):
 
 def add_sampler_arguments(parser: argparse.ArgumentParser) -> None:
     """One `--option` per SamplerConfig field (e.g. --mode, --ways, --max-support-size)."""
-    from episodes.sampler_config import SamplerConfig
+    from episodes.sampling.sampler_config import SamplerConfig
 
-    group = parser.add_argument_group("sampler (episodes.sampler.SamplerConfig)")
+    group = parser.add_argument_group("sampler (episodes.sampling.sampler.SamplerConfig)")
     for field in dataclasses.fields(SamplerConfig):
         flag = "--" + field.name.replace("_", "-")
         kind, _ = _annotation_parser(field.type)
@@ -77,7 +77,7 @@ def add_mixing_arguments(parser: argparse.ArgumentParser) -> None:
 def sampler_config_from_args(args: argparse.Namespace) -> Any:
     """SamplerConfig from the options given on the command line (others keep defaults); with
     --lambda and no --mode, fixed 5-way 5-shot 15-query episodes as in FIX-ML."""
-    from episodes.sampler_config import SamplerConfig
+    from episodes.sampling.sampler_config import SamplerConfig
 
     values = {
         f.name: getattr(args, f"sampler_{f.name}")

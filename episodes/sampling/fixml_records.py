@@ -1,7 +1,7 @@
 """FIX-ML's record-set files: a fixed support pool (D_c^0) and held-out base examples.
 
 Setlur, Li & Smith, sections 4 and 4.2. Only the types and their JSON files live here, so that
-the sampler (which takes a pool or a holdout) and `episodes.fixml` (which draws them) both
+the sampler (which takes a pool or a holdout) and `episodes.sampling.fixml` (which draws them) both
 import this module instead of each other.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from episodes.records.dataset_spec import DatasetSpec, Split
-from episodes.sampler_config import SamplerError
+from episodes.sampling.sampler_config import SamplerError
 from episodes.util.json_files import read_json
 
 POOL_FORMAT = "fewshot-tasksets.fixed_support_pool/1"

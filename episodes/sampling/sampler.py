@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from episodes.episode import EpisodeDescription
-from episodes.fixml_records import FixedSupportPool
 from episodes.hierarchy.imagenet_nodes import eligible_nodes
 from episodes.records.dataset_spec import BiLevelHierarchy, DagHierarchy, DatasetSpec, Split
-from episodes.sampler_config import SamplerConfig, SamplerError
-from episodes.sampler_formulas import (
+from episodes.sampling.episode import EpisodeDescription
+from episodes.sampling.fixml_records import FixedSupportPool
+from episodes.sampling.sampler_config import SamplerConfig, SamplerError
+from episodes.sampling.sampler_formulas import (
     SMALL_EPISODE_RECORDS,
     choose_uniform,
     dense_groups,

@@ -2,7 +2,7 @@
 an `Episode` (its images and labels as numpy arrays).
 
 A description is small and pure data, so it can be computed anywhere (Beam worker, DataLoader
-worker) and turned into pixels later by the reader (`episodes.reader`).
+worker) and turned into pixels later by the reader (`episodes.reading.reader`).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from episodes.episode import ARRAY_FIELDS, Episode
-from episodes.reader import EpisodeReader
+from episodes.reading.reader import EpisodeReader
+from episodes.sampling.episode import ARRAY_FIELDS, Episode
 
 
 def episode_to_tensors(episode: Episode, channels_first: bool = False) -> dict[str, Any]:

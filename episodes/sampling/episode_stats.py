@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from episodes.episode import EpisodeDescription
+from episodes.sampling.episode import EpisodeDescription
 
 PERCENTILES = (5, 25, 50, 75, 95)
 

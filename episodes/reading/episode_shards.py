@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from episodes.episode import Episode, EpisodeDescription, episode_labels
 from episodes.images.image_decode import (
     ImageDecodeError,
     decode_image_into,
@@ -37,6 +36,7 @@ from episodes.images.image_decode import (
 )
 from episodes.records.example_proto import ExampleDecodeError, decode_example, encode_example
 from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
+from episodes.sampling.episode import Episode, EpisodeDescription, episode_labels
 
 SHARDS_FORMAT = "fewshot-tasksets.episode_shards/1"
 MANIFEST = "episodes.json"
@@ -222,7 +222,7 @@ class EpisodeShardReader:
 
     order="episode" visits the shards round-robin, which yields episodes in increasing index
     (episode i is record i // S of shard i % S); order="file" reads one file after the other.
-    Iterating yields `episodes.episode.Episode` with images decoded and resized like the reader."""
+    Iterating yields `episodes.sampling.episode.Episode` with images decoded and resized like the reader."""
 
     def __init__(
         self,

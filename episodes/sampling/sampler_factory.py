@@ -59,13 +59,13 @@ def make_sampler(
     mix_lambda: float | None = None,
     base_split: Split | str = Split.TRAIN,
 ) -> Any:
-    """The sampler of `episodes.sampler` for one dataset or several (uniform over sources);
+    """The sampler of `episodes.sampling.sampler` for one dataset or several (uniform over sources);
     with `mix_lambda`, FIX-ML's tau_BN(lambda) mixing base classes of `base_split` with novel
-    classes of `split` (episodes.fixml.MixedSampler, fixed 5-way 5-shot 15-query by default)."""
-    from episodes import sampler as sampler_module  # lazily: the reader works without it
+    classes of `split` (episodes.sampling.fixml.MixedSampler, fixed 5-way 5-shot 15-query by default)."""
+    from episodes.sampling import sampler as sampler_module  # lazily: the reader works without it
 
     if mix_lambda is not None:
-        from episodes.fixml import MixedSampler
+        from episodes.sampling.fixml import MixedSampler
 
         if len(specs) != 1:
             raise ReaderError("lambda mixing (base/novel) applies to one dataset at a time")

@@ -46,7 +46,7 @@ def _field(episode: Any, name: str) -> Any:
 def render_episode_grid(
     episode: Any, max_per_row: int = 12, thumb: int | None = None
 ) -> Image.Image:
-    """Picture of an episode (an `episodes.episode.Episode` or a dict with the same fields)."""
+    """Picture of an episode (an `episodes.sampling.episode.Episode` or a dict with the same fields)."""
     names = list(_field(episode, "class_names"))
     ways = len(names)
     sections = []

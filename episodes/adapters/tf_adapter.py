@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from episodes.reader import EpisodeReader
+from episodes.reading.reader import EpisodeReader
 
 _INT_FIELDS = ("support_labels", "support_class_ids", "query_labels", "query_class_ids")
 

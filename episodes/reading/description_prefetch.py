@@ -1,6 +1,6 @@
 """Episode descriptions computed ahead in a helper process, so the reader's thread only copies.
 
-An episode description is a pure function of its index (`episodes.sampler`), so a helper
+An episode description is a pure function of its index (`episodes.sampling.sampler`), so a helper
 process can compute descriptions start, start+1, ... while the reader gathers pixels: on the
 decoded cache, sampling is about a third of an episode's cost and, being Python, cannot overlap
 with the copies on a thread (the GIL). Descriptions travel in pickled batches; the helper runs
@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from episodes.episode import EpisodeDescription
 from episodes.records.reader_errors import ReaderError
+from episodes.sampling.episode import EpisodeDescription
 from episodes.util.worker_processes import WorkerProcess, can_start_workers
 
 
