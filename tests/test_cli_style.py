@@ -26,7 +26,7 @@ NOT_COMMANDS = {
     "episodes.reading.decode_processes",
     "episodes.util.worker_processes",
     "beam_pipelines.embed",
-    "beam_pipelines.glyph_dataset",
+    "episodes.glyph_dataset",
 }
 BEAM_FLAGS = {"--direct_num_workers"}  # Beam's PipelineOptions spelling, passed through to Beam
 KEBAB = re.compile(r"^--[a-z0-9]+(-[a-z0-9]+)*$")

@@ -27,11 +27,11 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "sampling": ("episodes.sampling.*",),
     "reading": ("episodes.reading.*",),
     "adapters": ("episodes.adapters.*",),
-    "commands": ("episodes.fetch", "episodes.fixml", "episodes.glyph_dataset.*", "episodes.read"),
+    "commands": ("episodes.fetch", "episodes.fixml", "episodes.glyph_dataset", "episodes.read"),
 }
 NEVER_IMPORTED_BY_EPISODES = ("learners", "beam_pipelines", "splits")
-GLYPH_DATASET = "episodes.glyph_dataset"
-GLYPH_DATASET_MAY_IMPORT = ("episodes.glyph_dataset", "episodes.util")
+GLYPH_DATASET = "beam_pipelines.glyph_dataset"
+GLYPH_DATASET_MAY_IMPORT = ("beam_pipelines.glyph_dataset", "episodes.util")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -82,6 +82,27 @@ MOVED: dict[str, str] = {
         ("decode_processes", "description_prefetch", "episode_grid", "episode_shards", "reader"),
     ),
     **_moved_into("episodes.adapters", "episodes", ("tf_adapter", "torch_adapter")),
+    # the glyph generator writes raw data for the converters (`episodes/glyph_dataset.py` keeps
+    # the old command and package names)
+    **_moved_into(
+        "beam_pipelines.glyph_dataset",
+        "episodes.glyph_dataset",
+        (
+            "alphabet_plan",
+            "cli",
+            "config",
+            "drawer_style",
+            "drawing",
+            "fonts",
+            "generation",
+            "glyph_selection",
+            "manifest",
+            "output_check",
+            "output_writers",
+            "script_groups",
+            "summary",
+        ),
+    ),
 }
 
 

@@ -1,4 +1,4 @@
-"""`python -m episodes.glyph_dataset`: the command's parser and `main` (one line per fault)."""
+"""`python -m beam_pipelines.glyph_dataset`: the command's parser and `main` (one line per fault)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from episodes.glyph_dataset.config import (
+from beam_pipelines.glyph_dataset.config import (
     OMNIGLOT_DRAWERS,
     OMNIGLOT_SIZE,
     GlyphDatasetConfig,
     GlyphDatasetError,
 )
-from episodes.glyph_dataset.generation import generate
+from beam_pipelines.glyph_dataset.generation import generate
 from episodes.util.cli_style import CommandParser, command_parser
 
 
@@ -25,7 +25,7 @@ def _one_line_error(message: str) -> NoReturn:
 def build_parser() -> CommandParser:
     """The command's parser; its usage errors raise GlyphDatasetError instead of exiting."""
     parser = command_parser(
-        "episodes.glyph_dataset",
+        "beam_pipelines.glyph_dataset",
         description="Write the embedded glyph dataset in Omniglot's archive layout\n"
         "(images_background/, images_evaluation/), deterministic from --seed.",
     )

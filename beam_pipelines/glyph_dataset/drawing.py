@@ -13,9 +13,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from episodes.glyph_dataset.config import GlyphDatasetError
-from episodes.glyph_dataset.drawer_style import JITTER, DrawerStyle, Jitter, drawer_style
-from episodes.glyph_dataset.fonts import FAMILIES, FONT_POOL, font_cmaps, primary_font, render_glyph
+from beam_pipelines.glyph_dataset.config import GlyphDatasetError
+from beam_pipelines.glyph_dataset.drawer_style import JITTER, DrawerStyle, Jitter, drawer_style
+from beam_pipelines.glyph_dataset.fonts import (
+    FAMILIES,
+    FONT_POOL,
+    font_cmaps,
+    primary_font,
+    render_glyph,
+)
 
 
 @lru_cache(maxsize=16)

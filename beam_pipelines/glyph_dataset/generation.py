@@ -13,13 +13,17 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from episodes.glyph_dataset.alphabet_plan import plan_alphabets
-from episodes.glyph_dataset.config import GlyphDatasetConfig, check_values
-from episodes.glyph_dataset.drawing import CharacterTask, draw_character
-from episodes.glyph_dataset.manifest import MANIFEST_NAME, build_manifest, environment_fingerprint
-from episodes.glyph_dataset.output_check import check_output
-from episodes.glyph_dataset.output_writers import FolderWriter, ZipWriter, character_folders
-from episodes.glyph_dataset.summary import GlyphDatasetSummary, summary_from_manifest
+from beam_pipelines.glyph_dataset.alphabet_plan import plan_alphabets
+from beam_pipelines.glyph_dataset.config import GlyphDatasetConfig, check_values
+from beam_pipelines.glyph_dataset.drawing import CharacterTask, draw_character
+from beam_pipelines.glyph_dataset.manifest import (
+    MANIFEST_NAME,
+    build_manifest,
+    environment_fingerprint,
+)
+from beam_pipelines.glyph_dataset.output_check import check_output
+from beam_pipelines.glyph_dataset.output_writers import FolderWriter, ZipWriter, character_folders
+from beam_pipelines.glyph_dataset.summary import GlyphDatasetSummary, summary_from_manifest
 from episodes.util.atomic_files import replace_folder, staging_folder
 from episodes.util.progress_lines import ProgressLines
 

@@ -8,8 +8,8 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from episodes.glyph_dataset.alphabet_plan import AlphabetPlan
-from episodes.glyph_dataset.config import BACKGROUND, EVALUATION
+from beam_pipelines.glyph_dataset.alphabet_plan import AlphabetPlan
+from beam_pipelines.glyph_dataset.config import BACKGROUND, EVALUATION
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 

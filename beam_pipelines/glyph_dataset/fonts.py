@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from episodes.glyph_dataset.config import GlyphDatasetError
+from beam_pipelines.glyph_dataset.config import GlyphDatasetError
 
 FAMILIES: tuple[str, ...] = ("sans", "serif", "mono", "stix")  # font families of the pool
 

@@ -1,10 +1,10 @@
-"""`python -m episodes.glyph_dataset --output DIR --seed 0`: write the embedded glyph dataset."""
+"""`python -m beam_pipelines.glyph_dataset --output DIR --seed 0`: write the embedded glyph dataset."""
 
 from __future__ import annotations
 
 import sys
 
-from episodes.glyph_dataset.cli import build_parser, main
+from beam_pipelines.glyph_dataset.cli import build_parser, main
 
 __all__ = ["build_parser", "main"]
 

@@ -10,8 +10,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from episodes.glyph_dataset.config import OMNIGLOT_SIZE
-from episodes.glyph_dataset.fonts import FAMILIES, FONT_POOL
+from beam_pipelines.glyph_dataset.config import OMNIGLOT_SIZE
+from beam_pipelines.glyph_dataset.fonts import FAMILIES, FONT_POOL
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from episodes.glyph_dataset.fonts import FAMILIES, primary_font, render_glyph
-from episodes.glyph_dataset.script_groups import MIN_ALPHABET_SIZE, SCRIPT_GROUPS
+from beam_pipelines.glyph_dataset.fonts import FAMILIES, primary_font, render_glyph
+from beam_pipelines.glyph_dataset.script_groups import MIN_ALPHABET_SIZE, SCRIPT_GROUPS
 
 _SIGNATURE_EM = 48  # font size (pixels per em) of the selection renders
 _SIGNATURE_SIDE = 16  # glyphs are compared as 16x16 aspect-preserving thumbnails

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from episodes.glyph_dataset.config import (
+from beam_pipelines.glyph_dataset.config import (
     BACKGROUND,
     EVALUATION,
     GlyphDatasetConfig,
     GlyphDatasetError,
     check_values,
 )
-from episodes.glyph_dataset.fonts import FAMILIES
-from episodes.glyph_dataset.glyph_selection import alphabet_catalogue
+from beam_pipelines.glyph_dataset.fonts import FAMILIES
+from beam_pipelines.glyph_dataset.glyph_selection import alphabet_catalogue
 
 BACKGROUND_SHARE = 0.6  # Omniglot: 30 of 50 alphabets are background alphabets
 

@@ -10,7 +10,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from episodes.glyph_dataset.fonts import FAMILIES
+from beam_pipelines.glyph_dataset.fonts import FAMILIES
 
 MAX_ALPHABET_SIZE = 55  # the largest Omniglot alphabet (Tifinagh) has 55 characters
 MIN_ALPHABET_SIZE = 14  # the smallest Omniglot alphabets (Blackfoot, Ojibwe) have 14

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from episodes.glyph_dataset.config import BACKGROUND, EVALUATION, OMNIGLOT_DRAWERS, OMNIGLOT_SIZE
+from beam_pipelines.glyph_dataset.config import (
+    BACKGROUND,
+    EVALUATION,
+    OMNIGLOT_DRAWERS,
+    OMNIGLOT_SIZE,
+)
 
 
 @dataclass(frozen=True)

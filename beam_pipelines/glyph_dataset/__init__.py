@@ -16,14 +16,14 @@ font pool, one-glyph rendering), `script_groups` (the Unicode blocks), `glyph_se
 catalogue of alphabets), `alphabet_plan` (which alphabets a configuration writes),
 `drawer_style` and `drawing` (the simulated drawers), `output_writers` (folders or zips),
 `manifest` (GENERATOR.json), `output_check` (write, replace or reuse), `summary`,
-`generation` (`generate`) and `cli` (``python -m episodes.glyph_dataset --output DIR``).
+`generation` (`generate`) and `cli` (``python -m beam_pipelines.glyph_dataset --output DIR``).
 """
 
-from episodes.glyph_dataset.alphabet_plan import AlphabetPlan, plan_alphabets
-from episodes.glyph_dataset.config import GlyphDatasetConfig, GlyphDatasetError
-from episodes.glyph_dataset.generation import generate
-from episodes.glyph_dataset.manifest import read_manifest
-from episodes.glyph_dataset.summary import GlyphDatasetSummary
+from beam_pipelines.glyph_dataset.alphabet_plan import AlphabetPlan, plan_alphabets
+from beam_pipelines.glyph_dataset.config import GlyphDatasetConfig, GlyphDatasetError
+from beam_pipelines.glyph_dataset.generation import generate
+from beam_pipelines.glyph_dataset.manifest import read_manifest
+from beam_pipelines.glyph_dataset.summary import GlyphDatasetSummary
 
 __all__ = [
     "AlphabetPlan",

@@ -6,13 +6,13 @@ import os
 import zipfile
 from pathlib import Path
 
-from episodes.glyph_dataset.config import (
+from beam_pipelines.glyph_dataset.config import (
     BACKGROUND,
     EVALUATION,
     GlyphDatasetConfig,
     GlyphDatasetError,
 )
-from episodes.glyph_dataset.manifest import (
+from beam_pipelines.glyph_dataset.manifest import (
     GENERATOR_NAME,
     GENERATOR_VERSION,
     MANIFEST_NAME,

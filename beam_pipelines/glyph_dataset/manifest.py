@@ -1,7 +1,7 @@
 """GENERATOR.json: what was generated, with which parameters and in which environment.
 
-Its `generator` value stays "beam_pipelines.glyph_dataset" (the module's first home) so
-folders written before are still recognised as this generator's output.
+Its `generator` value is "beam_pipelines.glyph_dataset", this package's name (its home again
+after a stay in `episodes`), so folders written before are still recognised as its output.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from episodes.glyph_dataset.alphabet_plan import AlphabetPlan
-from episodes.glyph_dataset.config import BACKGROUND, GlyphDatasetConfig
-from episodes.glyph_dataset.fonts import FONT_POOL, font_directory
+from beam_pipelines.glyph_dataset.alphabet_plan import AlphabetPlan
+from beam_pipelines.glyph_dataset.config import BACKGROUND, GlyphDatasetConfig
+from beam_pipelines.glyph_dataset.fonts import FONT_POOL, font_directory
 
 GENERATOR_NAME = "beam_pipelines.glyph_dataset"  # the manifest identity of generated folders
 GENERATOR_VERSION = "1.0"
