@@ -19,7 +19,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["episodes*", "beam_pipelines*", "splits*", "learners*"]),
     package_data={
-        "splits": ["published/*.json", "published/*/*.json"],
+        "episodes.records": ["published/*.json", "published/*/*.json"],
         "beam_pipelines.sources": ["reference_data/*"],
         "learners": ["recipes/*/*.toml"],
     },

@@ -23,8 +23,9 @@ import torch
 from episodes.records.split_file import SPLITS, SplitFile
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser, finite_float
-from splits.atg import normalise_rows
-from splits.divergences import (
+from splits.embeddings.embeddings_file import EmbeddingsFile
+from splits.methods.atg.algorithm import normalise_rows
+from splits.methods.atg.divergences import (
     DEFAULT_DAMPING,
     DIVERGENCES,
     atg_divergence,
@@ -33,7 +34,6 @@ from splits.divergences import (
     symmetric_kl,
     weighted_gaussian,
 )
-from splits.embeddings.embeddings_file import EmbeddingsFile
 
 SPLIT_COLOURS = {"train": "tab:blue", "valid": "tab:green", "test": "tab:red"}
 

@@ -14,7 +14,8 @@ from splits.analyze import (
     task_divergence,
     ward_tree_parents,
 )
-from splits.atg import ATGConfig, atg_split_file, normalise_rows
+from splits.methods.atg.algorithm import atg_split_file, normalise_rows
+from splits.methods.atg.config import ATGConfig
 from splits.embeddings.embeddings_file import EmbeddingsFile
 
 

@@ -103,6 +103,11 @@ MOVED: dict[str, str] = {
             "summary",
         ),
     ),
+    # what beam_pipelines' sources share with splits goes down to episodes (no package circle)
+    "splits.split_sizes": "episodes.records.split_sizes",
+    # a split method's algorithm lives beside it (`splits.atg`, `splits.random` and
+    # `splits.semantic` stay as files: they are also old command names)
+    "splits.divergences": "splits.methods.atg.divergences",
 }
 
 

@@ -1,4 +1,4 @@
-"""`--method semantic`: class splits from a hierarchy (`splits.semantic`): superclasses or a DAG.
+"""`--method semantic`: class splits from a hierarchy (`algorithm`): superclasses or a DAG.
 
 The hierarchy is the `--dataset` spec's (bi-level superclasses or WordNet DAG), or
 `--hierarchy FILE`, a plain JSON hierarchy ({class: superclass}; {"parents": {node: [parents]},
@@ -17,8 +17,7 @@ from episodes.records.split_file import SplitFile
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL
 from episodes.util.json_files import read_json
 from splits.methods import register_method
-from splits.parameter_flags import parameter
-from splits.semantic import (
+from splits.methods.semantic.algorithm import (
     FC100_SOURCE,
     FC100_SUPERCLASSES,
     ILSVRC_ROOTS,
@@ -28,6 +27,7 @@ from splits.semantic import (
     spec_superclasses,
     superclass_split,
 )
+from splits.parameter_flags import parameter
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
 KINDS = ("superclass", "dag")

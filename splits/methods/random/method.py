@@ -1,4 +1,4 @@
-"""`--method random`: seeded random class splits by fractions (`splits.random.random_split`)."""
+"""`--method random`: seeded random class splits by fractions (`algorithm.random_split`)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from episodes.records.split_file import SplitFile
+from episodes.records.split_sizes import DEFAULT_FRACTIONS, validate_fractions
 from splits.methods import register_method
+from splits.methods.random.algorithm import random_split
 from splits.parameter_flags import parameter
-from splits.random import random_split
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
-from splits.split_sizes import DEFAULT_FRACTIONS, validate_fractions
 
 
 @dataclass(frozen=True)
 class RandomParameters:
-    """Fractions of the classes per split (the shared rule of `splits.split_sizes`)."""
+    """Fractions of the classes per split (the shared rule of `episodes.records.split_sizes`)."""
 
     fractions: tuple[float, float, float] = parameter(
         DEFAULT_FRACTIONS,

@@ -1,4 +1,4 @@
-"""`--method published`: a split shipped in `splits/published/` (`splits.published`), as a file.
+"""`--method published`: a shipped split (`episodes.records.published_splits`), as a file.
 
 Tables that print class indices (the ATG paper's) are named from `--class-names FILE` or the
 `--dataset` spec's class order when given, else by their index convention where its names are
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from episodes.records.published_splits import list_published, load_published
 from splits.methods import register_method
 from splits.parameter_flags import parameter
-from splits.published import list_published, load_published
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
 
