@@ -10,6 +10,7 @@ from episodes.records.dataset_spec import DatasetSpec
 from episodes.records.split_file import SplitFile
 from episodes.records.split_sizes import split_counts
 from splits import make
+from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods.atg.algorithm import (
     ATGFailure,
     assign_splits,
@@ -29,7 +30,6 @@ from splits.methods.atg.divergences import (
     kl_divergence,
     symmetric_kl,
 )
-from splits.embeddings.embeddings_file import EmbeddingsFile
 
 TARGETS = (0.04, 0.32, 0.64, 0.96)
 ITERATIONS = 800

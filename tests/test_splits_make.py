@@ -20,9 +20,9 @@ from splits import atg, make, published, semantic
 from splits import random as random_cli
 from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods import get_method, method_class, method_names, register_method
-from splits.parameter_flags import add_parameter_arguments, parameter, parameters_from_args
 from splits.methods.random.algorithm import random_split
 from splits.methods.semantic.algorithm import HierarchyError
+from splits.parameter_flags import add_parameter_arguments, parameter, parameters_from_args
 from splits.split_method import SplitInputs, SplitMethod
 
 REPO = Path(__file__).resolve().parents[1]

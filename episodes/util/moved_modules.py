@@ -163,16 +163,22 @@ def install() -> None:
         sys.meta_path.insert(0, MovedModuleFinder())
 
 
-def moved_names(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module-level `__getattr__` for `module` that gives each old name of `names` (name ->
-    the module it moved to) from its new module, with a DeprecationWarning naming both."""
+def moved_names(
+    module: str, names: Mapping[str, str], *, stacklevel: int = 2
+) -> Callable[[str], Any]:
+    """A module-level `__getattr__` for `module` that gives each old name of `names` from where
+    it went, with a DeprecationWarning naming both: a value "pkg.mod" is the module the name
+    moved to, "pkg.mod:NewName" the module and new name of a renamed one. `stacklevel` counts
+    from the caller of the returned function (one more when another `__getattr__` calls it)."""
 
     def __getattr__(name: str) -> Any:
-        new_module = names.get(name)
-        if new_module is None:
+        target = names.get(name)
+        if target is None:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        note = moved_note(f"{module}.{name}", f"{new_module}.{name}")
-        warnings.warn(note, DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(new_module), name)
+        new_module, _, new_name = target.partition(":")
+        new_name = new_name or name
+        note = moved_note(f"{module}.{name}", f"{new_module}.{new_name}")
+        warnings.warn(note, DeprecationWarning, stacklevel=stacklevel)
+        return getattr(importlib.import_module(new_module), new_name)
 
     return __getattr__
