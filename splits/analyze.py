@@ -60,13 +60,11 @@ def pca_projection(
 
 def plot_pca(embeddings: EmbeddingsFile, splits: Sequence[SplitFile], output: str | Path) -> Path:
     """PNG with one panel per split file: classes coloured by split, centroids as stars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # drawn without pyplot: no backend is chosen
 
     unit = normalise_rows(embeddings.embeddings)
-    fig, axes = plt.subplots(1, len(splits), figsize=(4.2 * len(splits), 4.2), squeeze=False)
+    fig = Figure(figsize=(4.2 * len(splits), 4.2))
+    axes = fig.subplots(1, len(splits), squeeze=False)
     for ax, split in zip(axes[0], splits):
         centroids = None
         if split.centroids:
@@ -110,7 +108,6 @@ def plot_pca(embeddings: EmbeddingsFile, splits: Sequence[SplitFile], output: st
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(output, dpi=120)
-    plt.close(fig)
     return output
 
 
