@@ -51,7 +51,9 @@ from episodes.sampling.episode_cli import (
     add_episode_source_arguments,
     add_sampler_arguments,
     sampler_config_from_args,
+    sampling_mode_from_args,
 )
+from episodes.sampling.modes import manifest_fields, mode_from_json
 from episodes.util.atomic_files import atomic_path, replace_folder, staging_folder
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser
@@ -84,14 +86,15 @@ class ShardJob:
     staging: str
     split_file: str | None = None
     index_cache_dir: str | None = None
-    mix_lambda: float | None = None
-    base_split: str = "train"
+    sampling: dict | None = None  # SamplingMode.to_json(); None: Meta-Dataset's sampler
 
     def reader(self) -> EpisodeReader | RemoteEpisodeSource:
         """The episodes to write: an EpisodeReader of local folders, or, when a dataset is a
         URL, its records read where they lie (beam_pipelines.remote_episode_source)."""
+        from episodes.sampling.modes import mode_from_json
         from episodes.sampling.sampler_config import SamplerConfig
 
+        sampling = mode_from_json(self.sampling)
         if any(storage_paths.is_remote(d) for d in self.dataset_dirs):
             return RemoteEpisodeSource(
                 list(self.dataset_dirs),
@@ -99,8 +102,7 @@ class ShardJob:
                 SamplerConfig.from_json(self.config),
                 self.seed,
                 split_file=self.split_file,
-                mix_lambda=self.mix_lambda,
-                base_split=self.base_split,
+                sampling=sampling,
             )
         return EpisodeReader(
             list(self.dataset_dirs),
@@ -112,8 +114,7 @@ class ShardJob:
             decoded_cache="never",
             split_file=self.split_file,
             index_cache_dir=self.index_cache_dir,
-            mix_lambda=self.mix_lambda,
-            base_split=self.base_split,
+            sampling=sampling,
         )
 
 
@@ -216,8 +217,7 @@ def manifest_for(job: ShardJob, reader: EpisodeReader, staging: Path | str) -> d
         "split": reader.split.value,
         "split_file": Path(job.split_file).name if job.split_file else None,
         "seed": job.seed,
-        "lambda": job.mix_lambda,
-        "base_split": job.base_split if job.mix_lambda is not None else None,
+        **manifest_fields(mode_from_json(job.sampling)),  # e.g. FIX-ML's lambda and base split
         "start": job.start,
         "episodes": job.num_episodes,
         "num_shards": job.num_shards,
@@ -394,8 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         "num_shards": args.num_shards,
         "split_file": args.split_file,
         "index_cache_dir": args.index_cache_dir,
-        "mix_lambda": args.mix_lambda,
-        "base_split": args.base_split,
+        "sampling": sampling_mode_from_args(args).to_json(),
     }
     runner = make_runner(args, beam_args)
     t0 = time.monotonic()

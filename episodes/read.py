@@ -44,10 +44,10 @@ __getattr__ = moved_names(
             "episodes.reading.reader",
         ),
         "ReaderError": "episodes.records.reader_errors",
+        "add_mixing_arguments": "episodes.sampling.episode_cli:add_sampling_mode_arguments",
         **dict.fromkeys(
             (
                 "add_episode_source_arguments",
-                "add_mixing_arguments",
                 "add_sampler_arguments",
                 "describe_config",
                 "sampler_config_from_args",
@@ -188,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     try:
         config = episode_cli.sampler_config_from_args(args)
+        sampling = episode_cli.sampling_mode_from_args(args)
         reader = episode_reader.EpisodeReader(
             args.dataset,
             args.split,
@@ -203,8 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache_root=args.cache_root,
             index_cache_dir=args.index_cache_dir,
             split_file=args.split_file,
-            mix_lambda=args.mix_lambda,
-            base_split=args.base_split,
+            sampling=sampling,
         )
     except (ValueError, OSError) as exc:  # SpecError, SamplerError, ReaderError, ...
         raise UserError(fault_line(exc)) from None

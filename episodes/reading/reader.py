@@ -53,7 +53,8 @@ from episodes.records.dataset_spec import DatasetSpec, Split
 from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import RecordReader
 from episodes.sampling.episode import Episode, EpisodeDescription, episode_labels
-from episodes.sampling.sampler_factory import load_dataset, make_sampler
+from episodes.sampling.sampler_factory import legacy_mode, load_dataset, make_sampler
+from episodes.sampling.sampling_mode import SamplingMode
 
 DTYPES = {"uint8": np.uint8, "float32": np.float32}
 CACHE_MODES = ("auto", "always", "never")
@@ -113,8 +114,9 @@ class EpisodeReader:
     `sampler_process=True` computes the descriptions of `episodes()` streams ahead in a helper
     process, leaving the calling thread only the copying (worth it for long streams from the
     decoded cache, where sampling is a third of the time; starting the helper takes ~0.3 s).
-    `mix_lambda` (with `base_split`) samples FIX-ML's base/novel mixture instead (see
-    `make_sampler`).
+    `sampling` is the sampling mode (`episodes.sampling.modes`; None: Meta-Dataset's sampler);
+    `mix_lambda` (with `base_split`) is the older spelling of FIX-ML's base/novel mixture,
+    `get_mode("mixed", lam=..., base_split=...)`.
     """
 
     def __init__(
@@ -142,6 +144,7 @@ class EpisodeReader:
         num_episodes: int | None = None,
         mix_lambda: float | None = None,
         base_split: Split | str = Split.TRAIN,
+        sampling: SamplingMode | None = None,
     ):
         if isinstance(dataset_dirs, str | os.PathLike):
             dataset_dirs = [dataset_dirs]
@@ -203,7 +206,10 @@ class EpisodeReader:
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
             raise ReaderError(f"dataset names must differ across sources, got {names}")
-        splits = [self.split] if mix_lambda is None else [self.split, Split.parse(base_split)]
+        if sampling is not None and mix_lambda is not None:
+            raise ReaderError("give sampling or mix_lambda (its older spelling), not both")
+        mode = sampling if sampling is not None else legacy_mode(mix_lambda, base_split)
+        splits = mode.splits_read(self.split)
         for spec in self.specs:
             for name in splits:
                 spec.classes(name)  # raises a clear error for a spec without splits
@@ -215,7 +221,7 @@ class EpisodeReader:
                     _check_records_exist(spec, name)
             self._sources[spec.name] = _Source(spec, max_open_files, index_cache_dir, cache, resize)
         if sampler is None:  # bad episode options fail here, before any note on decoding
-            sampler = make_sampler(self.specs, self.split, config, seed, mix_lambda, base_split)
+            sampler = make_sampler(self.specs, self.split, config, seed, sampling=mode)
         self.sampler = sampler
         self._episode_bytes = self._largest_episode_bytes(config)
         if decode_processes is None:  # one per core, unless nothing is decoded at all

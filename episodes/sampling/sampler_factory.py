@@ -1,6 +1,6 @@
 """What episodes are drawn from: a converted dataset's spec (its splits optionally replaced by a
-split file) and the sampler built over one or several specs (Meta-Dataset's, or FIX-ML's
-base/novel mixture).
+split file) and the sampler a sampling mode builds over one or several specs (Meta-Dataset's,
+or FIX-ML's base/novel mixture: `episodes.sampling.modes`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec
 from episodes.records.local_dataset import require_local_dataset
 from episodes.records.reader_errors import ReaderError
+from episodes.sampling.sampling_mode import SamplingMode
 
 
 def read_split_file(path: str | os.PathLike) -> tuple[list[str], list[str], list[str]]:
@@ -58,22 +59,24 @@ def make_sampler(
     seed: int,
     mix_lambda: float | None = None,
     base_split: Split | str = Split.TRAIN,
+    *,
+    sampling: SamplingMode | None = None,
 ) -> Any:
-    """The sampler of `episodes.sampling.sampler` for one dataset or several (uniform over sources);
-    with `mix_lambda`, FIX-ML's tau_BN(lambda) mixing base classes of `base_split` with novel
-    classes of `split` (episodes.sampling.fixml.MixedSampler, fixed 5-way 5-shot 15-query by default)."""
-    from episodes.sampling import sampler as sampler_module  # lazily: the reader works without it
+    """The sampler of a sampling mode (`episodes.sampling.modes`) for one dataset or several:
+    `sampling`, else FIX-ML's base/novel mixture when `mix_lambda` is given (the older
+    spelling of `get_mode("mixed", lam=mix_lambda, base_split=base_split)`), else Meta-Dataset's
+    sampler (uniform over sources). A config of None is the mode's default."""
+    mode = sampling if sampling is not None else legacy_mode(mix_lambda, base_split)
+    return mode.sampler(
+        specs, Split.parse(split), mode.default_config() if config is None else config, seed
+    )
 
-    if mix_lambda is not None:
-        from episodes.sampling.fixml import MixedSampler
 
-        if len(specs) != 1:
-            raise ReaderError("lambda mixing (base/novel) applies to one dataset at a time")
-        if config is None:
-            config = sampler_module.SamplerConfig.fixed()
-        return MixedSampler(specs[0], base_split, split, mix_lambda, config, seed)
-    if config is None:
-        config = sampler_module.SamplerConfig()
-    if len(specs) == 1:
-        return sampler_module.EpisodeSampler(specs[0], split, config, seed)
-    return sampler_module.MultiSourceSampler(list(specs), split, config, seed)
+def legacy_mode(mix_lambda: float | None, base_split: Split | str = Split.TRAIN) -> SamplingMode:
+    """The mode the `mix_lambda` / `base_split` arguments (reader, remote source) ask for."""
+    from episodes.sampling.modes import get_mode
+
+    if mix_lambda is None:
+        return get_mode()
+    base = base_split.value if isinstance(base_split, Split) else base_split
+    return get_mode("mixed", lam=mix_lambda, base_split=base)
