@@ -3,7 +3,8 @@ support pool or held-out base examples once and save them as JSON (Setlur et al.
 
 The drawing lives in `episodes.sampling.fixml` (and the file types in
 `episodes.sampling.fixml_records`); this module is the command. The library names it used to
-hold still import from here until version 0.3.0, with a DeprecationWarning.
+hold still import from here until version 0.3.0, with a DeprecationWarning (it reaches them
+through their modules, so that every such import warns).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import sys
 from pathlib import Path
 
 from episodes.records.dataset_spec import SpecError, load_spec
-from episodes.sampling.fixml import make_base_holdout, make_fixed_support_pool
-from episodes.sampling.fixml_records import BaseHoldout, FixedSupportPool
+from episodes.sampling import fixml, fixml_records
 from episodes.sampling.sampler_config import SamplerError
 from episodes.util.cli_style import (
     add_dataset_argument,
@@ -82,12 +82,13 @@ def main(argv: list[str] | None = None) -> None:
             )
         spec = load_spec(dataset)
         if args.command == "pool":
-            holdout = BaseHoldout.load(args.holdout) if args.holdout else None
-            result: FixedSupportPool | BaseHoldout = make_fixed_support_pool(
+            holdout = fixml_records.BaseHoldout.load(args.holdout) if args.holdout else None
+            result: fixml_records.FixedSupportPool | fixml_records.BaseHoldout
+            result = fixml.make_fixed_support_pool(
                 spec, args.split, args.k, args.seed, holdout=holdout
             )
         else:
-            result = make_base_holdout(spec, args.split, args.fraction, args.seed)
+            result = fixml.make_base_holdout(spec, args.split, args.fraction, args.seed)
     except (ValueError, SamplerError, SpecError) as exc:
         parser.exit(2, f"error: {exc}\n")
     tmp = args.output.with_name(args.output.name + ".tmp")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from episodes.util.moved_modules import moved_names
 
+__all__ = ["NEW"]
+
 NEW = "beam_pipelines.glyph_dataset"
 # A package's path: its old submodules are answered by the moved-modules finder (MOVED).
 __path__: list[str] = []

@@ -200,7 +200,7 @@ class ReaderEpisodeSource:
 
 def _fixed_support_sampler(dirs: list[str], config: Any, request: EpisodeRequest) -> Any:
     """FIX-ML (Setlur et al. sec. 4): the saved pool is every base class's whole support."""
-    from episodes.sampling.fixml import FixedSupportPool
+    from episodes.sampling.fixml_records import FixedSupportPool
     from episodes.sampling.sampler import EpisodeSampler
     from episodes.sampling.sampler_factory import load_dataset
 

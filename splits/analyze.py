@@ -35,6 +35,21 @@ from splits.methods.atg.divergences import (
     weighted_gaussian,
 )
 
+__all__ = [
+    "SPLIT_COLOURS",
+    "build_parser",
+    "divergence_accuracy_correlation",
+    "hop_distance",
+    "leaf_hop_distances",
+    "main",
+    "pca_projection",
+    "plot_pca",
+    "split_labels",
+    "split_summary",
+    "task_divergence",
+    "ward_tree_parents",
+]
+
 SPLIT_COLOURS = {"train": "tab:blue", "valid": "tab:green", "test": "tab:red"}
 
 

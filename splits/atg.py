@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 from episodes.util.moved_modules import moved_names
 
+__all__ = ["build_parser", "main"]
+
 __getattr__ = moved_names(
     __name__,
     {

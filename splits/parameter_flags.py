@@ -18,6 +18,16 @@ import typing
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+__all__ = [
+    "add_parameter_arguments",
+    "flag_fields",
+    "flag_name",
+    "parameter",
+    "parameter_flags",
+    "parameters_from_args",
+    "setting",
+]
+
 _NO_DEFAULT: Any = dataclasses.MISSING
 _SCALARS = (int, float, str)
 

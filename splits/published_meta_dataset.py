@@ -27,6 +27,17 @@ from splits.methods.semantic.algorithm import (
 )
 from splits.published import regeneration_parser, write_published_files
 
+__all__ = [
+    "DEFAULT_OUT_DIR",
+    "SOURCE",
+    "build_parser",
+    "flat_split",
+    "ilsvrc_split",
+    "main",
+    "omniglot_split",
+    "reference_splits",
+]
+
 DEFAULT_OUT_DIR = PUBLISHED_DIR / "meta_dataset"
 SOURCE = (
     "Meta-Dataset (Triantafillou et al. 2020), google-research/meta-dataset "

@@ -20,6 +20,19 @@ from episodes.records.published_splits import PUBLISHED_DIR
 from episodes.records.split_file import SplitFile
 from splits.published import regeneration_parser, write_published_files
 
+__all__ = [
+    "DEFAULT_OUT_DIR",
+    "PAPER",
+    "TABLE_DATASETS",
+    "TEXT_SIZE_NOTES",
+    "TableDataset",
+    "TableParseError",
+    "build_parser",
+    "main",
+    "parse_tables",
+    "published_file_name",
+]
+
 PAPER = "Arnold & Sha, 'Embedding Adaptation is Still Needed for Few-Shot Learning', appendix A.6"
 DEFAULT_OUT_DIR = PUBLISHED_DIR / "atg"
 

@@ -250,7 +250,8 @@ def test_old_names_and_spellings_write_the_same_bytes_with_notes(inputs, tmp_pat
             published.main,
             ["show", "atg/cifar100_D0.32", "--output", str(old_dir / "p.json")],
             ["--method", "published", "--name", "atg/cifar100_D0.32", "--output", str(new_dir / "p.json")],
-            ["python -m splits.published show --output is now python -m splits make"],
+            ["python -m splits.published show --output is now python -m splits make --method "
+             "published; the old name goes in version 0.3.0"],
         ),
     ]  # fmt: skip
     for old, old_argv, new_argv, notes in runs:

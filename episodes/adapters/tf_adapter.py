@@ -17,6 +17,8 @@ import tensorflow as tf
 
 from episodes.reading.reader import EpisodeReader
 
+__all__ = ["make_tf_dataset"]
+
 _INT_FIELDS = ("support_labels", "support_class_ids", "query_labels", "query_class_ids")
 
 

@@ -19,6 +19,8 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from episodes.reading.reader import EpisodeReader
 from episodes.sampling.episode import ARRAY_FIELDS, Episode
 
+__all__ = ["EpisodeDataset", "episode_loader", "episode_to_tensors", "worker_indices"]
+
 
 def episode_to_tensors(episode: Episode, channels_first: bool = False) -> dict[str, Any]:
     """Dict of torch tensors (sharing the numpy memory) plus source, split, index, names."""

@@ -56,6 +56,22 @@ from episodes.util.shared_segments import (
 )
 from episodes.util.worker_processes import WorkerProcess, can_start_workers
 
+__all__ = [
+    "BUSY_SHARES",
+    "DecodeProcessError",
+    "DecodeProcessPool",
+    "IN_FLIGHT_BYTES",
+    "MAX_AUTO_PROCESSES",
+    "MIN_SHARE_IMAGES",
+    "ReaderNote",
+    "RecordSource",
+    "auto_decode_processes",
+    "check_shared_memory_room",
+    "share_count",
+    "split_rows",
+    "worker_main",
+]
+
 # Errors a worker reports by name, re-raised in the parent with the worker's message (which
 # already names the file, class and record).
 _ERRORS: dict[str, type[Exception]] = {

@@ -21,6 +21,8 @@ from episodes.records.reader_errors import ReaderError
 from episodes.sampling.episode import EpisodeDescription
 from episodes.util.worker_processes import WorkerProcess, can_start_workers
 
+__all__ = ["DescriptionPrefetcher", "DescriptionProcessError", "produce"]
+
 
 class DescriptionProcessError(ReaderError):
     """The description helper process failed or exited."""

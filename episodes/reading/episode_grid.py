@@ -16,6 +16,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 from episodes.util.atomic_files import atomic_path
 
+__all__ = ["render_episode_grid", "save_episode_grid"]
+
 _BACKGROUND = (255, 255, 255)
 _INK = (20, 20, 20)
 _SECTION = (40, 70, 160)

@@ -38,6 +38,20 @@ from episodes.records.example_proto import ExampleDecodeError, decode_example, e
 from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
 from episodes.sampling.episode import Episode, EpisodeDescription, episode_labels
 
+__all__ = [
+    "EncodedEpisode",
+    "EpisodeShardReader",
+    "MANIFEST",
+    "SHARDS_FORMAT",
+    "ShardError",
+    "decode_episode",
+    "encode_episode",
+    "shard_episode_count",
+    "shard_file_name",
+    "shard_files",
+    "shard_indices",
+]
+
 SHARDS_FORMAT = "fewshot-tasksets.episode_shards/1"
 MANIFEST = "episodes.json"
 _READ_BUFFER = 4 << 20

@@ -56,6 +56,15 @@ from episodes.sampling.episode import Episode, EpisodeDescription, episode_label
 from episodes.sampling.sampler_factory import legacy_mode, load_dataset, make_sampler
 from episodes.sampling.sampling_mode import SamplingMode
 
+__all__ = [
+    "CACHE_MODES",
+    "DECODE_DEVICES",
+    "DTYPES",
+    "EpisodeReader",
+    "POOL_GATHER_BYTES",
+    "encoded_episode_images",
+]
+
 DTYPES = {"uint8": np.uint8, "float32": np.float32}
 CACHE_MODES = ("auto", "always", "never")
 DECODE_DEVICES = ("cpu", "cuda")  # cuda: opt-in nvJPEG decoding (`episodes.images.gpu_decode`)

@@ -15,6 +15,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+__all__ = [
+    "DEFAULT_FRACTIONS",
+    "SPLIT_NAMES",
+    "split_by_fractions",
+    "split_counts",
+    "validate_fractions",
+]
+
 DEFAULT_FRACTIONS = (0.6, 0.2, 0.2)
 SPLIT_NAMES = ("train", "valid", "test")
 _SUM_TOLERANCE = 1e-6

@@ -15,6 +15,8 @@ import numpy as np
 
 from episodes.records.dataset_spec import Split
 
+__all__ = ["ARRAY_FIELDS", "Episode", "EpisodeDescription", "episode_labels"]
+
 
 @dataclass(frozen=True)
 class EpisodeDescription:

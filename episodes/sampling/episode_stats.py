@@ -16,6 +16,8 @@ import numpy as np
 
 from episodes.sampling.episode import EpisodeDescription
 
+__all__ = ["IntegerSummary", "PERCENTILES", "episode_statistics", "format_statistics", "summarize"]
+
 PERCENTILES = (5, 25, 50, 75, 95)
 
 

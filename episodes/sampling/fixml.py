@@ -37,6 +37,8 @@ from episodes.sampling.sampler_formulas import (
     uniform_int,
 )
 
+__all__ = ["MixedSampler", "check_lambda", "make_base_holdout", "make_fixed_support_pool"]
+
 
 def _class_rng(seed: int, class_id: int, *labels: str) -> np.random.Generator:
     return episode_rng(seed, class_id, tuple(stable_hash(label) for label in labels))

@@ -18,6 +18,8 @@ from episodes.records.dataset_spec import DatasetSpec, Split
 from episodes.sampling.sampler_config import SamplerError
 from episodes.util.json_files import read_json
 
+__all__ = ["BaseHoldout", "FixedSupportPool", "HOLDOUT_FORMAT", "POOL_FORMAT"]
+
 POOL_FORMAT = "fewshot-tasksets.fixed_support_pool/1"
 HOLDOUT_FORMAT = "fewshot-tasksets.base_holdout/1"
 

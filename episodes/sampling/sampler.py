@@ -36,11 +36,20 @@ from episodes.sampling.sampler_formulas import (
 )
 
 __all__ = [
+    "ClassTable",
     "EpisodeSampler",
+    "EpisodeStream",
     "MultiSourceSampler",
     "SamplerConfig",
     "SamplerError",
+    "build_class_table",
+    "check_index",
+    "check_record_set_owner",
+    "check_seed",
+    "fill_episode",
+    "fixed_ways_with_hierarchy_message",
     "sample_episode",
+    "usable_hierarchy",
 ]
 
 RecordMap = Mapping[int, Sequence[int]]

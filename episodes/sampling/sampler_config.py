@@ -10,6 +10,17 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+__all__ = [
+    "BASE_NOVEL_DRAWS",
+    "FIXED_DEFAULT_QUERY",
+    "FIXED_DEFAULT_SHOTS",
+    "FIXED_DEFAULT_WAYS",
+    "MODES",
+    "POOL_QUERY",
+    "SamplerConfig",
+    "SamplerError",
+]
+
 MODES = ("variable", "fixed")
 POOL_QUERY = ("all", "outside_pool")
 BASE_NOVEL_DRAWS = ("weighted", "binomial")

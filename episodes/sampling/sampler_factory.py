@@ -14,6 +14,8 @@ from episodes.records.local_dataset import require_local_dataset
 from episodes.records.reader_errors import ReaderError
 from episodes.sampling.sampling_mode import SamplingMode
 
+__all__ = ["legacy_mode", "load_dataset", "make_sampler", "read_split_file", "split_file_notes"]
+
 
 def read_split_file(path: str | os.PathLike) -> tuple[list[str], list[str], list[str]]:
     """Train / valid / test class-name lists of a split file (`episodes.records.split_file`'s parser)."""

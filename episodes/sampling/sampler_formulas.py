@@ -13,6 +13,25 @@ import hashlib
 
 import numpy as np
 
+__all__ = [
+    "DENSE_MAX_COUNT",
+    "DENSE_MAX_RATIO",
+    "SMALL_EPISODE_RECORDS",
+    "choose_uniform",
+    "dense_groups",
+    "draw_distinct",
+    "draw_groups",
+    "draw_sparse_groups",
+    "episode_rng",
+    "query_per_class",
+    "ragged_arange",
+    "shots_per_class",
+    "stable_hash",
+    "support_set_size",
+    "uint32_words",
+    "uniform_int",
+]
+
 # A class is drawn densely (random keys over all its records) when it is small or when the
 # episode needs a large fraction of it; otherwise by rejection of repeated uniform draws.
 DENSE_MAX_COUNT = 64

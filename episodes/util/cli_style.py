@@ -19,6 +19,15 @@ from typing import Any
 
 from episodes.util.release import REMOVAL_VERSION
 
+__all__ = [
+    "CommandParser",
+    "OLD_SPELLINGS_UNTIL",
+    "add_dataset_argument",
+    "command_parser",
+    "finite_float",
+    "single_dataset",
+]
+
 OLD_SPELLINGS_UNTIL = f"version {REMOVAL_VERSION}"
 
 

@@ -8,6 +8,8 @@ import sys
 
 from episodes.util.release import REMOVAL_VERSION
 
+__all__ = ["run_moved"]
+
 
 def run_moved(old: str, new: str) -> None:
     """Run `python -m new` with this process's arguments after saying where `old` went."""

@@ -56,6 +56,27 @@ from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods.atg.config import ATGConfig
 from splits.methods.atg.divergences import atg_divergence, class_log_probs
 
+__all__ = [
+    "ATGFailure",
+    "ATGFit",
+    "ATGResult",
+    "DTYPES",
+    "PILOT_STEPS",
+    "REACH_BISECTIONS",
+    "RUNAWAY_FACTOR",
+    "TIE_DECIMALS",
+    "assign_splits",
+    "atg_objective",
+    "atg_split_file",
+    "default_file_name",
+    "descend",
+    "fit_centroids",
+    "initial_centroids",
+    "normalise_rows",
+    "reachable_check",
+    "run_atg",
+]
+
 DTYPES = {"float32": torch.float32, "float64": torch.float64}  # ATGConfig.dtype's names
 TIE_DECIMALS = 9  # scores equal to 1e-9 count as ties
 PILOT_STEPS = 1000  # runaways mostly start within the first few hundred steps

@@ -17,6 +17,20 @@ from __future__ import annotations
 
 import torch
 
+__all__ = [
+    "DEFAULT_DAMPING",
+    "DIVERGENCES",
+    "atg_divergence",
+    "class_log_probs",
+    "euclidean",
+    "gaussian_divergence",
+    "gaussian_kl",
+    "gaussian_wasserstein2",
+    "kl_divergence",
+    "symmetric_kl",
+    "weighted_gaussian",
+]
+
 DIVERGENCES = ("symmetric_kl", "kl", "euclidean", "wasserstein2")
 DEFAULT_DAMPING = 1e-3
 

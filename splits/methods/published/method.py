@@ -14,6 +14,8 @@ from splits.methods import register_method
 from splits.parameter_flags import parameter
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
+__all__ = ["PublishedMethod", "PublishedParameters"]
+
 
 @dataclass(frozen=True)
 class PublishedParameters:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from episodes.records.split_file import SplitFile
 from episodes.records.split_sizes import DEFAULT_FRACTIONS, split_by_fractions
 
+__all__ = ["random_split"]
+
 
 def random_split(
     class_names: Sequence[str],

@@ -12,6 +12,8 @@ from splits.methods.random.algorithm import random_split
 from splits.parameter_flags import parameter
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
+__all__ = ["RandomMethod", "RandomParameters"]
+
 
 @dataclass(frozen=True)
 class RandomParameters:

@@ -27,6 +27,20 @@ from episodes.records.dataset_spec import (
 )
 from episodes.records.split_file import SPLITS, SplitFile
 
+__all__ = [
+    "FC100_SOURCE",
+    "FC100_SUPERCLASSES",
+    "HierarchyError",
+    "ILSVRC_ROOTS",
+    "OMNIGLOT_COUNTS",
+    "dag_split",
+    "descendants",
+    "leaves_of",
+    "spec_parents",
+    "spec_superclasses",
+    "superclass_split",
+]
+
 FC100_SUPERCLASSES = {
     # Oreshkin et al. 2018 (TADAM), CIFAR-100 coarse label indices 1-6, 9, 10, 15, 17-19 /
     # 8, 11, 13, 16 / 0, 7, 12, 14.

@@ -30,6 +30,15 @@ from splits.methods.semantic.algorithm import (
 from splits.parameter_flags import parameter
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
+__all__ = [
+    "BUILTIN_CIFAR100",
+    "KINDS",
+    "SemanticMethod",
+    "SemanticParameters",
+    "load_json",
+    "read_hierarchy",
+]
+
 KINDS = ("superclass", "dag")
 BUILTIN_CIFAR100 = "builtin:cifar100"
 
