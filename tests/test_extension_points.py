@@ -141,7 +141,7 @@ def test_a_split_method_is_one_module(monkeypatch, tmp_path, capsys):
     from splits import make
 
     _plant(monkeypatch, tmp_path, splits.methods, "toy_head", TOY_SPLIT_METHOD)
-    monkeypatch.setattr(splits.methods, "_REGISTRY", dict(splits.methods._REGISTRY))
+    monkeypatch.setattr(splits.methods.METHODS, "classes", dict(splits.methods.METHODS.classes))
     assert "toy_head" in splits.methods.method_names()
     assert "--train-classes" in make.build_parser("toy_head").format_help()
 
@@ -208,7 +208,7 @@ def test_a_sampling_mode_is_one_module(monkeypatch, tmp_path, capsys):
     for name in modes.mode_names():  # the shipped modes registered first, in the kept registry
         modes.mode_class(name)
     _plant(monkeypatch, tmp_path, modes, "toy_repeat", TOY_SAMPLING_MODE)
-    monkeypatch.setattr(modes, "_REGISTRY", dict(modes._REGISTRY))
+    monkeypatch.setattr(modes.MODES, "classes", dict(modes.MODES.classes))
     assert "toy_repeat" in modes.mode_names()
     for parser in (read.build_parser(), shards_cli.build_parser()):
         assert "--toy-period" in parser.format_help()

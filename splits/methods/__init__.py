@@ -10,52 +10,21 @@ the method asked for (a random split does not load ATG's torch).
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
+from episodes.util.plugin_registry import PluginRegistry
 from splits.split_method import SplitMethod
 
-__all__ = ["get_method", "method_class", "method_names", "register_method"]
+__all__ = ["METHODS", "get_method", "method_class", "method_names", "register_method"]
 
-_REGISTRY: dict[str, type[SplitMethod]] = {}
-
-
-def _method_of(module: str) -> str:
-    """The method a module belongs to: `splits.methods.atg.method` and `splits.methods.atg`
-    belong to 'atg' (the name after this package's)."""
-    inside = module.removeprefix(__name__ + ".")
-    return inside.split(".")[0] if inside != module else module.rpartition(".")[2]
-
-
-def register_method(cls: type[SplitMethod]) -> type[SplitMethod]:
-    """Class decorator: make `cls` the method of its folder's (or module's) name."""
-    folder = _method_of(cls.__module__)
-    if cls.name != folder:
-        raise TypeError(
-            f"split method {cls.__name__} is named {cls.name!r} in module {cls.__module__!r} "
-            f"(its name must be {folder!r})"
-        )
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def method_names() -> list[str]:
-    """Every method's name, sorted (the folders and modules of this package)."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+METHODS = PluginRegistry(__name__, "split method", ValueError, entry="method")
+register_method = METHODS.register
+method_names = METHODS.names
 
 
 def method_class(name: str) -> type[SplitMethod]:
     """The method class registered as `name`; ValueError lists the known names."""
-    names = method_names()
-    if name not in names:
-        raise ValueError(f"unknown split method {name!r}: expected one of {', '.join(names)}")
-    module = importlib.import_module(f"{__name__}.{name}")
-    if name not in _REGISTRY and hasattr(module, "__path__"):
-        importlib.import_module(f"{__name__}.{name}.method")
-    if name not in _REGISTRY:
-        raise TypeError(f"{__name__}.{name} registers no split method")
-    return _REGISTRY[name]
+    return METHODS.get(name)
 
 
 def get_method(name: str, parameters: Any = None, /, **values: Any) -> SplitMethod:

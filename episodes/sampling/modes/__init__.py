@@ -7,15 +7,15 @@ for (or listed for a command's flags).
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
 from episodes.sampling.sampler_config import SamplerError
 from episodes.sampling.sampling_mode import SamplingMode
+from episodes.util.plugin_registry import PluginRegistry
 
 __all__ = [
     "DEFAULT_MODE",
+    "MODES",
     "get_mode",
     "manifest_fields",
     "mode_class",
@@ -25,32 +25,14 @@ __all__ = [
 ]
 
 DEFAULT_MODE = "meta_dataset"
-_REGISTRY: dict[str, type[SamplingMode]] = {}
-
-
-def register_mode(cls: type[SamplingMode]) -> type[SamplingMode]:
-    """Class decorator: make `cls` the sampling mode of its module's name."""
-    module = cls.__module__.rpartition(".")[2]
-    if cls.name != module:
-        raise TypeError(f"sampling mode {cls.__name__} is named {cls.name!r} in module {module!r}")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def mode_names() -> list[str]:
-    """Every mode's name, sorted (the modules of this package)."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+MODES = PluginRegistry(__name__, "sampling mode", SamplerError)
+register_mode = MODES.register
+mode_names = MODES.names
 
 
 def mode_class(name: str) -> type[SamplingMode]:
     """The mode registered as `name`; SamplerError lists the known names."""
-    names = mode_names()
-    if name not in names:
-        raise SamplerError(f"unknown sampling mode {name!r}: expected one of {', '.join(names)}")
-    importlib.import_module(f"{__name__}.{name}")
-    if name not in _REGISTRY:
-        raise TypeError(f"module {__name__}.{name} registers no sampling mode")
-    return _REGISTRY[name]
+    return MODES.get(name)
 
 
 def get_mode(name: str = DEFAULT_MODE, options: Any = None, /, **values: Any) -> SamplingMode:
