@@ -1,4 +1,5 @@
-"""The converted-dataset format: TFRecord framing, Example protos, record index and reader, dataset specs, object storage."""
+"""The stored formats: TFRecord framing, Example protos, record index and reader, dataset specs,
+object storage; split files, the split fractions rule and the shipped published splits."""
 
 # The modules are the API (each declares its own names).
 __all__ = [
