@@ -79,7 +79,7 @@ demo: venv system-deps demo-data demo-episodes demo-splits demo-learners
 
 demo-data: venv
 	@echo "== demo 1/4: the embedded glyph dataset, converted with Beam and verified"
-	$(DEMO_PY) -m episodes.glyph_dataset --output $(RAW) --seed $(SEED)
+	$(DEMO_PY) -m beam_pipelines.glyph_dataset --output $(RAW) --seed $(SEED)
 	$(DEMO_PY) -m beam_pipelines.convert --source omniglot --input $(RAW) \
 	    --output $(OUT)/omniglot --overwrite --direct_num_workers 2
 	$(DEMO_PY) -m beam_pipelines.verify --dataset $(OUT)/omniglot

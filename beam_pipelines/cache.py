@@ -4,7 +4,7 @@ One Beam element per class: decode all its records (thread pool), resize to SIZE
 reader's `--resize` mode) and write `{class_id}.npy` into a staging folder, with its size and
 SHA-256 in `{class_id}.npy.sum`; when every class is done the driver folds those into the
 manifest and renames the folder to `OUT/decoded_SIZExSIZE/` (or under `--cache-root`). The
-reader (`episodes.reader.EpisodeReader`) then gathers images from memory maps instead of decoding,
+reader (`episodes.reading.reader.EpisodeReader`) then gathers images from memory maps instead of decoding,
 and `beam_pipelines.verify` checks the arrays against their checksums.
 Memory per worker holds one class. Runs on the DirectRunner unless `--runner` says otherwise.
 """

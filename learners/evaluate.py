@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from episodes.sampler_factory import split_file_notes
+from episodes.sampling.sampler_factory import split_file_notes
 from episodes.util.atomic_files import atomic_path, write_text_atomically
 from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import add_dataset_argument, command_parser, finite_float
@@ -439,7 +439,7 @@ def _episode_count(args: argparse.Namespace) -> int:
     """--episodes, checked against the shards' count before any work (default: all of them)."""
     if args.episode_shards is None or not Path(args.episode_shards).exists():
         return DEFAULT_EPISODES if args.episodes is None else args.episodes
-    from episodes.episode_shards import ShardError, shard_episode_count
+    from episodes.reading.episode_shards import ShardError, shard_episode_count
 
     try:
         held = shard_episode_count(args.episode_shards)

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from episodes.sampler_factory import split_file_notes
+from episodes.sampling.sampler_factory import split_file_notes
 from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from episodes.util.output_overlap import refuse_overlap

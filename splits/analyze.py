@@ -23,8 +23,9 @@ import torch
 from episodes.records.split_file import SPLITS, SplitFile
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser, finite_float
-from splits.atg import normalise_rows
-from splits.divergences import (
+from splits.embeddings.embeddings_file import EmbeddingsFile
+from splits.methods.atg.algorithm import normalise_rows
+from splits.methods.atg.divergences import (
     DEFAULT_DAMPING,
     DIVERGENCES,
     atg_divergence,
@@ -33,7 +34,21 @@ from splits.divergences import (
     symmetric_kl,
     weighted_gaussian,
 )
-from splits.embeddings.embeddings_file import EmbeddingsFile
+
+__all__ = [
+    "SPLIT_COLOURS",
+    "build_parser",
+    "divergence_accuracy_correlation",
+    "hop_distance",
+    "leaf_hop_distances",
+    "main",
+    "pca_projection",
+    "plot_pca",
+    "split_labels",
+    "split_summary",
+    "task_divergence",
+    "ward_tree_parents",
+]
 
 SPLIT_COLOURS = {"train": "tab:blue", "valid": "tab:green", "test": "tab:red"}
 
@@ -60,13 +75,11 @@ def pca_projection(
 
 def plot_pca(embeddings: EmbeddingsFile, splits: Sequence[SplitFile], output: str | Path) -> Path:
     """PNG with one panel per split file: classes coloured by split, centroids as stars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # drawn without pyplot: no backend is chosen
 
     unit = normalise_rows(embeddings.embeddings)
-    fig, axes = plt.subplots(1, len(splits), figsize=(4.2 * len(splits), 4.2), squeeze=False)
+    fig = Figure(figsize=(4.2 * len(splits), 4.2))
+    axes = fig.subplots(1, len(splits), squeeze=False)
     for ax, split in zip(axes[0], splits):
         centroids = None
         if split.centroids:
@@ -110,7 +123,6 @@ def plot_pca(embeddings: EmbeddingsFile, splits: Sequence[SplitFile], output: st
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(output, dpi=120)
-    plt.close(fig)
     return output
 
 

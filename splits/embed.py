@@ -41,6 +41,8 @@ from splits.embeddings.pipeline import (
     embed_dataset,
 )
 
+__all__ = ["build_parser", "main", "pretrain_config_from_args"]
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser(

@@ -33,6 +33,19 @@ from splits.methods import method_class, method_names
 from splits.parameter_flags import add_parameter_arguments, parameters_from_args
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
+__all__ = [
+    "DEFAULT_FOLDER",
+    "INPUT_FLAGS",
+    "build_parser",
+    "check_inputs_used",
+    "main",
+    "output_paths",
+    "parse_args",
+    "run",
+    "run_old_command",
+    "split_inputs",
+]
+
 DEFAULT_FOLDER = Path("splits")
 # The shared inputs, as SplitInputs fields: the flag of each, for "not used by" messages.
 INPUT_FLAGS = {"dataset": "--dataset", "class_names": "--class-names", "embeddings": "--embeddings"}

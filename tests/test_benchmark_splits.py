@@ -13,8 +13,8 @@ import pytest
 from episodes.hierarchy.wordnet import read_wordnet
 from episodes.records.dataset_spec import Split, load_spec
 from episodes.records.index_conventions import CIFAR100_FINE_NAMES
+from episodes.records.published_splits import PUBLISHED_DIR, load_published
 from episodes.records.split_file import SPLITS, read_split_file
-from splits.published import PUBLISHED_DIR, load_published
 
 BENCHMARKS = {  # published name: (source dataset, train / valid / test classes, paper)
     "mini_imagenet/ilsvrc_2012": ("ilsvrc_2012", (64, 16, 20), "Ravi & Larochelle 2017"),

@@ -23,10 +23,10 @@ PACKAGES = ("episodes", "beam_pipelines", "splits", "learners")
 # `python -m` entry points that are not user commands (worker processes, moved-name shims).
 NOT_COMMANDS = {
     "beam_pipelines.local_worker",
-    "episodes.decode_processes",
+    "episodes.reading.decode_processes",
     "episodes.util.worker_processes",
     "beam_pipelines.embed",
-    "beam_pipelines.glyph_dataset",
+    "episodes.glyph_dataset",
 }
 BEAM_FLAGS = {"--direct_num_workers"}  # Beam's PipelineOptions spelling, passed through to Beam
 KEBAB = re.compile(r"^--[a-z0-9]+(-[a-z0-9]+)*$")
@@ -137,7 +137,7 @@ def test_old_spellings_still_parse_with_one_note_each(capsys):
     assert (args.output, args.jpeg_quality, args.command, args.k_shots) == ("A", 80, "pool", 5)
     notes = capsys.readouterr().err.splitlines()
     assert notes == [
-        f"note: {old} is now {new}; the old spelling goes in the next release"
+        f"note: {old} is now {new}; the old spelling goes in version 0.3.0"
         for old, new in (
             ("--out", "--output"),
             ("--jpeg_quality", "--jpeg-quality"),
@@ -176,8 +176,8 @@ def test_old_positionals_become_their_options_with_one_note_each(capsys):
     args, rest = parser.parse_known_args(["s3://b/d", "here", "--s3_region_name", "eu"])
     assert (args.dataset, args.output, rest) == (["s3://b/d"], "here", ["--s3_region_name", "eu"])
     assert capsys.readouterr().err.splitlines() == [
-        "note: the positional URL is now --dataset URL; the old form goes in the next release",
-        "note: the positional LOCAL is now --output LOCAL; the old form goes in the next release",
+        "note: the positional URL is now --dataset URL; the old form goes in version 0.3.0",
+        "note: the positional LOCAL is now --output LOCAL; the old form goes in version 0.3.0",
     ]
     # The new form: a value of an unknown (Beam) flag is never taken for an old positional.
     args, rest = parser.parse_known_args(

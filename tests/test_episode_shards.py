@@ -10,8 +10,7 @@ import pytest
 
 from beam_pipelines.episodes import main as shards_main
 from beam_pipelines.episodes import write_episode_shards
-from episodes.episode import EpisodeDescription
-from episodes.episode_shards import (
+from episodes.reading.episode_shards import (
     MANIFEST,
     EpisodeShardReader,
     ShardError,
@@ -20,9 +19,10 @@ from episodes.episode_shards import (
     shard_file_name,
     shard_files,
 )
-from episodes.reader import EpisodeReader
+from episodes.reading.reader import EpisodeReader
 from episodes.records.dataset_spec import Split
-from episodes.sampler import SamplerConfig
+from episodes.sampling.episode import EpisodeDescription
+from episodes.sampling.sampler import SamplerConfig
 from tests.conftest import make_local_runner
 from tests.test_reader_fixtures import write_dataset
 

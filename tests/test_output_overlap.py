@@ -191,7 +191,7 @@ COMMANDS: dict[str, Case | str] = {
         lambda run, out: ["--run", str(run), "--episodes", "1", "--output", str(out)],
         "--run",
     ),
-    "episodes.glyph_dataset": "reads no input (it draws the glyphs from --seed)",
+    "beam_pipelines.glyph_dataset": "reads no input (it draws the glyphs from --seed)",
     "splits.published show": "reads no input (the shipped published splits)",
 }
 

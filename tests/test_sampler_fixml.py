@@ -9,16 +9,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from episodes.fixml import (
+from episodes.records.dataset_spec import DatasetSpec, Split
+from episodes.sampling.fixml import (
     BaseHoldout,
     FixedSupportPool,
     MixedSampler,
     make_base_holdout,
     make_fixed_support_pool,
 )
-from episodes.records.dataset_spec import DatasetSpec, Split
-from episodes.sampler import EpisodeSampler, SamplerConfig
-from episodes.sampler_config import SamplerError
+from episodes.sampling.sampler import EpisodeSampler, SamplerConfig
+from episodes.sampling.sampler_config import SamplerError
 
 
 def make_spec(base=16, valid=4, novel=10, images=60) -> DatasetSpec:
@@ -393,14 +393,14 @@ def test_cli_old_form_still_works_with_notes(tmp_path, capsys):
     main(["pool", str(dataset), "--k", "3", "--out", str(tmp_path / "old.json")])
     assert (tmp_path / "old.json").read_bytes() == (tmp_path / "new.json").read_bytes()
     assert capsys.readouterr().err.splitlines() == [
-        "note: the positional SPEC is now --dataset SPEC; the old form goes in the next release",
-        "note: --out is now --output; the old spelling goes in the next release",
+        "note: the positional SPEC is now --dataset SPEC; the old form goes in version 0.3.0",
+        "note: --out is now --output; the old spelling goes in version 0.3.0",
     ]
 
 
 @pytest.mark.parametrize("where", ["all", "outside_pool"])
 def test_class_table_maps_positions_to_usable_records(where):
-    from episodes.sampler import build_class_table
+    from episodes.sampling.sampler import build_class_table
 
     spec = make_spec()
     holdout = make_base_holdout(spec, "train", fraction=0.3, seed=2)

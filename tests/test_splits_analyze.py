@@ -14,8 +14,9 @@ from splits.analyze import (
     task_divergence,
     ward_tree_parents,
 )
-from splits.atg import ATGConfig, atg_split_file, normalise_rows
 from splits.embeddings.embeddings_file import EmbeddingsFile
+from splits.methods.atg.algorithm import atg_split_file, normalise_rows
+from splits.methods.atg.config import ATGConfig
 
 
 def _embeddings(n=24, d=6, seed=0):

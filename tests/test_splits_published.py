@@ -10,8 +10,8 @@ from episodes.records.index_conventions import (
     CIFAR100_SUPERCLASS_MEMBERS,
     EMNIST_BYCLASS_NAMES,
 )
+from episodes.records.published_splits import PUBLISHED_DIR, list_published, load_published
 from splits import published_meta_dataset, published_tables
-from splits.published import PUBLISHED_DIR, list_published, load_published
 from splits.published_tables import TableParseError, parse_tables
 from tests.conftest import REFERENCE_DATA, SHARED
 

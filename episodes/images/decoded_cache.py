@@ -31,6 +31,26 @@ from episodes.util.atomic_files import atomic_path, replace_folder, staging_fold
 from episodes.util.json_files import read_json_object
 from episodes.util.npy_maps import open_npy_map
 
+__all__ = [
+    "CACHE_FORMAT",
+    "ClassArray",
+    "DecodedCache",
+    "DecodedCacheError",
+    "MANIFEST",
+    "NPY_HEADER_MAX",
+    "cache_dir_name",
+    "cache_path",
+    "decode_class",
+    "file_sha256",
+    "finish_cache",
+    "manifest_for",
+    "read_manifest",
+    "spec_hash",
+    "verify_cache",
+    "write_class_array",
+    "write_decoded_cache",
+]
+
 CACHE_FORMAT = "fewshot-tasksets.decoded_cache/2"  # /2: resize mode, array sizes, SHA-256s
 MANIFEST = "manifest.json"
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from episodes.records.dataset_spec import SPEC_FILENAME, SpecError
 
+__all__ = ["is_remote", "require_local_dataset"]
+
 _URL = re.compile(r"[a-zA-Z][-a-zA-Z0-9+.]*://")  # Beam's FileSystems scheme pattern
 
 

@@ -14,6 +14,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+__all__ = [
+    "atomic_path",
+    "missing_parents",
+    "remove_if_empty",
+    "replace_folder",
+    "staging_folder",
+    "write_bytes_atomically",
+    "write_text_atomically",
+]
+
 
 def _hidden_sibling(path: Path, kind: str) -> Path:
     """A fresh hidden name beside `path` (same filesystem, so a rename is atomic)."""

@@ -3,7 +3,7 @@ writes, `--dataset DIR` (repeatable) for the converted datasets it reads.
 
 `command_parser()` builds an `argparse` parser whose `add_argument` (on the parser, its argument
 groups and its sub-command parsers) also takes `renamed_from=("--out",)`: the old spellings
-keep working for one release, each with a one-line note on stderr, and are not shown in
+keep working until the version after this one (`episodes.util.release`), each with a one-line note on stderr, and are not shown in
 `--help`. `add_old_positional` does the same for a positional argument that became an option
 (`fetch URL LOCAL` -> `--dataset URL --output LOCAL`). Beam's own pipeline flags (`--direct_num_workers`, `--runner` ...) keep Beam's
 spelling: they are Beam's, passed through to its `PipelineOptions`.
@@ -17,7 +17,18 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
-OLD_SPELLINGS_UNTIL = "the next release"
+from episodes.util.release import REMOVAL_VERSION
+
+__all__ = [
+    "CommandParser",
+    "OLD_SPELLINGS_UNTIL",
+    "add_dataset_argument",
+    "command_parser",
+    "finite_float",
+    "single_dataset",
+]
+
+OLD_SPELLINGS_UNTIL = f"version {REMOVAL_VERSION}"
 
 
 class _RenamesMixin:

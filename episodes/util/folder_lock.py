@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = ["FolderLock", "FolderLockedError", "acquire_folder_lock", "lock_holder"]
+
 
 class FolderLockedError(FileExistsError):
     """Another live process holds the lock."""

@@ -22,6 +22,8 @@ from urllib.parse import unquote, urlsplit
 
 from episodes.util.cli_errors import UserError
 
+__all__ = ["OutputOverlapsInputError", "refuse_overlap", "relation"]
+
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 PathLike = str | os.PathLike

@@ -21,6 +21,8 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
+__all__ = ["WorkerProcess", "can_start_workers", "interpreter", "serve"]
+
 _BOOTSTRAP = "import sys; sys.path[:] = {path!r}; from episodes.util.worker_processes import serve; serve({fd})"
 
 

@@ -39,13 +39,38 @@ from beam_pipelines.job_faults import unwritable_output_in_one_line
 from beam_pipelines.output_lock import acquire_output_lock, clear_remote_leftovers
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.writer import GatherUnderOneKey, of_kind, values_by_kind
-from episodes.fetch import require_local_dataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
+from episodes.records.local_dataset import require_local_dataset
 from episodes.util.atomic_files import missing_parents, remove_if_empty, staging_folder
 from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.progress_lines import ProgressLines
 from splits.embeddings.embeddings_file import EmbeddingsFile
+
+__all__ = [
+    "CLASS_SUM",
+    "Chunk",
+    "EmbedChunksFn",
+    "EmbedClasses",
+    "EmbedError",
+    "EmbedOptions",
+    "EmbedReport",
+    "OrderedSumFn",
+    "PARTIAL_SUM",
+    "SKIPPED",
+    "SKIPPED_FILE",
+    "SUMS_FILE",
+    "WriteClassSums",
+    "check_class_images",
+    "check_dataset",
+    "check_output",
+    "check_remote_dataset",
+    "embed_dataset",
+    "plan_chunks",
+    "save_remote",
+    "write_class_sums",
+    "write_gathered_class_sums",
+]
 
 SKIPPED = "skipped"
 PARTIAL_SUM = "partial"
