@@ -33,6 +33,23 @@ class PublishedParameters:
             raise ValueError(f"no published split {self.name!r} (e.g. {shown}, ...)")
 
 
+def check_classes_present(name: str, split, names: list[str], inputs: SplitInputs) -> None:
+    """A published split made for another dataset (e.g. Meta-Dataset's Omniglot alphabets
+    given the embedded glyph dataset's) is refused: its file would name classes the dataset
+    does not have, and every reader of it would fail later."""
+    known = set(names)
+    listed = [c for part in ("train", "valid", "test") for c in getattr(split, part)]
+    absent = [c for c in listed if c not in known]
+    if absent:
+        given = "--dataset" if inputs.dataset is not None else "--class-names"
+        where = inputs.dataset if inputs.dataset is not None else inputs.class_names
+        raise ValueError(
+            f"--name {name}: {len(absent)} of its {len(listed)} classes are not classes of "
+            f"{given} {where} (e.g. {', '.join(absent[:3])}): it is the split of another "
+            f"dataset; leave out {given} to write it as published"
+        )
+
+
 @register_method
 class PublishedMethod(SplitMethod):
     """Meta-Dataset's splits, FC100 and the ATG paper's taskset tables, as split files."""
@@ -46,6 +63,8 @@ class PublishedMethod(SplitMethod):
         given = inputs.dataset is not None or inputs.class_names is not None
         names = inputs.classes().names if given else None
         split = load_published(self.parameters.name, names)
+        if names is not None:
+            check_classes_present(self.parameters.name, split, names, inputs)
         if inputs.dataset_name:
             split = replace(split, dataset=inputs.dataset_name)
         file_name = self.parameters.name.replace("/", "_") + ".json"
