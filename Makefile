@@ -20,7 +20,10 @@ $(STAMP): requirements.lock setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements.lock
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	@# setuptools warns of editable installs in a box of 10 lines on every install: one known,
+	@# harmless notice (the package folders here take precedence, which is the point)
+	PYTHONWARNINGS="ignore:Editable installation" \
+	    $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 system-deps:
@@ -48,20 +51,24 @@ TRAIN_STEPS ?= 100
 PRETRAIN_STEPS ?= 400
 EVAL_EPISODES ?= 50
 FT_EPISODES ?= 20
-# The demo's numbers depend on the CPU unless its torch commands all take one code path: torch
-# picks its kernels' instruction set when it starts (oneDNN convolutions, ATen's vector kernels,
-# MKL), and on AVX-512 oneDNN's sums also depend on the thread count, so two machines of one
-# kind but different CPU generations can train apart (issue 25: ProtoNet 1-shot 93.44 vs 94.11).
-# DEMO_ENV pins the AVX2 path and DEMO_THREADS threads: the same numbers on any x86-64 CPU with
-# AVX2 (tests/test_demo_reproducible.py), for about 1.2x the CPU time (1.45x the wall time of 2
-# threads on an idle 2-core machine; a loaded one ran 2 threads 3-7x slower than 1).
+# The demo's numbers must not depend on the CPU, yet every numeric library picks its kernels
+# when it starts: torch (oneDNN convolutions, ATen's vector kernels, MKL), numpy (its SIMD
+# dispatch: X86_V3 = AVX2, X86_V4 and AVX512_* on AVX-512 machines, where float64 sin/cos/exp/log
+# use SVML and differ in the last bit), OpenBLAS (numpy's and scipy's: a kernel per CPU
+# generation), and the thread counts, which change the order of sums. DEMO_ENV pins each one
+# for every demo command: torch's paths to AVX2, numpy to its x86-64 baseline (no dispatch),
+# OpenBLAS to its Haswell kernels, DEMO_THREADS threads. Two machines are emulated in
+# tests/test_demo_reproducible.py; `python -m benchmarks.demo_digests` (the demo's last step)
+# prints a digest per stage, so two machines that disagree show where they part (issue 30).
 # `make demo DEMO_ENV=` runs unpinned.
 DEMO_THREADS ?= 1
 ifeq ($(shell uname -m),x86_64)
 DEMO_ENV ?= ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 \
+            NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL,AVX512_SPR \
+            OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=$(DEMO_THREADS) \
             OMP_NUM_THREADS=$(DEMO_THREADS) MKL_NUM_THREADS=$(DEMO_THREADS)
 else
-DEMO_ENV ?= OMP_NUM_THREADS=$(DEMO_THREADS)
+DEMO_ENV ?= OMP_NUM_THREADS=$(DEMO_THREADS) OPENBLAS_NUM_THREADS=$(DEMO_THREADS)
 endif
 DEMO_PY = $(DEMO_ENV) $(BIN)/python
 
@@ -72,28 +79,29 @@ demo: venv system-deps demo-data demo-episodes demo-splits demo-learners
 
 demo-data: venv
 	@echo "== demo 1/4: the embedded glyph dataset, converted with Beam and verified"
-	$(BIN)/python -m episodes.glyph_dataset --output $(RAW) --seed $(SEED)
-	$(BIN)/python -m beam_pipelines.convert --source omniglot --input $(RAW) \
+	$(DEMO_PY) -m beam_pipelines.glyph_dataset --output $(RAW) --seed $(SEED)
+	$(DEMO_PY) -m beam_pipelines.convert --source omniglot --input $(RAW) \
 	    --output $(OUT)/omniglot --overwrite --direct_num_workers 2
-	$(BIN)/python -m beam_pipelines.verify --dataset $(OUT)/omniglot
+	$(DEMO_PY) -m beam_pipelines.verify --dataset $(OUT)/omniglot
 
 demo-episodes: venv
 	@echo "== demo 2/4: episodes (a picture of two, statistics of 1,000)"
 	@mkdir -p $(PLOTS)
-	$(BIN)/python -m episodes.read --dataset $(OUT)/omniglot --split test --seed $(SEED) \
+	$(DEMO_PY) -m episodes.read --dataset $(OUT)/omniglot --split test --seed $(SEED) \
 	    --episodes 2 --save-grid $(PLOTS)/episode_grid.png
-	$(BIN)/python -m episodes.read --dataset $(OUT)/omniglot --split test --seed $(SEED) --stats 1000
+	$(DEMO_PY) -m episodes.read --dataset $(OUT)/omniglot --split test --seed $(SEED) --stats 1000
 
 demo-splits: venv
 	@echo "== demo 3/4: class embeddings, ATG splits at four divergences, their PCA pictures"
 	$(DEMO_PY) -m splits.embed --dataset $(OUT)/omniglot --pretrain cnn4 --image-size 28 \
-	    --pretrain-steps $(TRAIN_STEPS) --seed $(SEED) --output $(EMB) --direct_num_workers 2
-	$(BIN)/python -m splits make --method atg --embeddings $(EMB) --dataset $(OUT)/omniglot \
+	    --pretrain-steps $(TRAIN_STEPS) --seed $(SEED) --output $(EMB) --overwrite \
+	    --direct_num_workers 2
+	$(DEMO_PY) -m splits make --method atg --embeddings $(EMB) --dataset $(OUT)/omniglot \
 	    --divergence 0.04 0.32 0.64 0.96 --seed $(SEED) --quiet --overwrite \
 	    --output $(DATA)/splits/omniglot
 	@for f in $(DATA)/splits/omniglot/*.json; do \
-	  $(BIN)/python -m splits.analyze summary --split $$f --embeddings $(EMB) || exit 1; \
-	  $(BIN)/python -m splits.analyze pca --embeddings $(EMB) --split $$f \
+	  $(DEMO_PY) -m splits.analyze summary --split $$f --embeddings $(EMB) || exit 1; \
+	  $(DEMO_PY) -m splits.analyze pca --embeddings $(EMB) --split $$f \
 	      --output $(PLOTS)/pca_$$(basename $$f .json).png || exit 1; \
 	done
 
@@ -117,10 +125,12 @@ demo-learners: venv
 	  done; \
 	done
 	@echo '5-way 1-shot test episodes:'
-	$(BIN)/python -m learners.report ranks $(RUNS)/eval/*_1shot
+	$(DEMO_PY) -m learners.report ranks $(RUNS)/eval/*_1shot
 	@echo '5-way 5-shot test episodes:'
-	$(BIN)/python -m learners.report ranks $(RUNS)/eval/*_5shot
-	$(BIN)/python -m learners.report hardness $(RUNS)/eval/* --output $(PLOTS)/hardness.png
+	$(DEMO_PY) -m learners.report ranks $(RUNS)/eval/*_5shot
+	$(DEMO_PY) -m learners.report hardness $(RUNS)/eval/* --output $(PLOTS)/hardness.png
+	@echo '== a digest per stage (compare two machines line by line; README, "Reproducing the demo"):'
+	@$(DEMO_PY) -m benchmarks.demo_digests --data $(DATA) --output $(DATA)/demo-digests.txt
 
 bench: venv
 	$(BIN)/python benchmarks/convert.py

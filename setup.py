@@ -1,18 +1,35 @@
 """Few-shot taskset toolkit: Beam converters, ATG splits, Meta-Dataset episodes, learners."""
 
-from setuptools import find_packages, setup
+import re
+from pathlib import Path
+
+from setuptools import find_namespace_packages, find_packages, setup
+
+DATA_FOLDERS = (
+    "beam_pipelines.sources.reference_data",
+    "learners.recipes",
+    "episodes.records.published",
+)
+
+# The one version number, read (not imported) from episodes/util/release.py.
+RELEASE = (Path(__file__).resolve().parent / "episodes" / "util" / "release.py").read_text()
+VERSION = re.search(r'^VERSION = "([^"]+)"$', RELEASE, re.MULTILINE).group(1)
 
 setup(
     name="fewshot-tasksets",
-    version="0.1.0",
+    version=VERSION,
     description=(
         "Convert image datasets to per-class TFRecords with Apache Beam, generate class "
         "splits of controlled difficulty (ATG), sample Meta-Dataset episodes, train learners."
     ),
-    python_requires=">=3.10",
-    packages=find_packages(include=["episodes*", "beam_pipelines*", "splits*", "learners*"]),
+    # tomllib (learners.train --recipe) is 3.11's
+    python_requires=">=3.11",
+    # the data folders (recipes/<paper>/, published/<source>/, reference_data/) are listed as
+    # packages too, so setuptools installs them without a warning block per folder
+    packages=find_packages(include=["episodes*", "beam_pipelines*", "splits*", "learners*"])
+    + find_namespace_packages(include=[f"{folder}*" for folder in DATA_FOLDERS]),
     package_data={
-        "splits": ["published/*.json", "published/*/*.json"],
+        "episodes.records": ["published/*.json", "published/*/*.json"],
         "beam_pipelines.sources": ["reference_data/*"],
         "learners": ["recipes/*/*.toml"],
     },

@@ -1,14 +1,22 @@
-"""Apache Beam jobs: dataset conversion, verification, embeddings, episode shards."""
+"""Apache Beam jobs: dataset conversion, verification, episode shards, the decoded cache, raw
+data (downloads and the embedded glyph dataset), and what they share (runners, the writer).
 
-import logging as _logging
+Importing the package changes no process state. A `python -m beam_pipelines.<command>` run
+drops Beam's "apitools not found" import line (`beam_pipelines.beam_import_noise`): the filter
+is added here only while such a command starts, before the command module imports Beam.
+"""
+
+from episodes.util.release import VERSION
+
+__version__ = VERSION
+__all__ = ["__version__"]
 
 
-class _DropGcpClientWarning(_logging.Filter):
-    """Beam's GCP I/O warns at import when Google API clients are absent; local runs never
-    use them, so the line is noise for every command of this package."""
+def _quiet_a_starting_command() -> None:
+    from beam_pipelines.beam_import_noise import quiet_beam_import_noise, starting_a_command
 
-    def filter(self, record: _logging.LogRecord) -> bool:
-        return "apitools not found" not in record.getMessage()
+    if starting_a_command():
+        quiet_beam_import_noise()
 
 
-_logging.getLogger().addFilter(_DropGcpClientWarning())
+_quiet_a_starting_command()

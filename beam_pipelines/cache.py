@@ -4,7 +4,7 @@ One Beam element per class: decode all its records (thread pool), resize to SIZE
 reader's `--resize` mode) and write `{class_id}.npy` into a staging folder, with its size and
 SHA-256 in `{class_id}.npy.sum`; when every class is done the driver folds those into the
 manifest and renames the folder to `OUT/decoded_SIZExSIZE/` (or under `--cache-root`). The
-reader (`episodes.reader.EpisodeReader`) then gathers images from memory maps instead of decoding,
+reader (`episodes.reading.reader.EpisodeReader`) then gathers images from memory maps instead of decoding,
 and `beam_pipelines.verify` checks the arrays against their checksums.
 Memory per worker holds one class. Runs on the DirectRunner unless `--runner` says otherwise.
 """
@@ -18,13 +18,15 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import apache_beam as beam
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
+from beam_pipelines.job_faults import UNWRITABLE_ERRNOS, unwritable_output_in_one_line
 from beam_pipelines.old_positional import parse_with_one_dataset
 from beam_pipelines.output_lock import acquire_output_lock
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
@@ -42,8 +44,8 @@ from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
 from episodes.images.image_size_limit import MAX_IMAGE_SIDE
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.record_reader import CorruptRecordError, RecordReader
-from episodes.util.atomic_files import staging_folder
-from episodes.util.cli_errors import user_faults
+from episodes.util.atomic_files import missing_parents, remove_if_empty, staging_folder
+from episodes.util.cli_errors import os_error_line, user_faults
 from episodes.util.cli_style import (
     CommandParser,
     add_dataset_argument,
@@ -51,6 +53,7 @@ from episodes.util.cli_style import (
 )
 from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.npy_maps import open_npy_map
+from episodes.util.output_overlap import refuse_overlap
 
 SUM_SUFFIX = ".npy.sum"  # per-class entry the workers leave for the driver's manifest
 
@@ -151,25 +154,56 @@ def build_cache(
     while the pipeline runs removes the staging folder, frees the lock and ends the process in
     one line (beam_pipelines.interrupt_exit)."""
     target = cache_path(spec.root, size, cache_root)
-    with acquire_output_lock(target) as lock:
-        clear_leftovers(lock, lock.output, "cache job")
-        guard = nullcontext()
-        if exit_on_ctrl_c:
+    # its designed place is inside the dataset (or under --cache-root): never the dataset itself
+    refuse_overlap(
+        ("cache folder", target),
+        [("--dataset", spec.root), ("--index-cache-dir", index_cache_dir)],
+        allowed_inside=[spec.root],
+    )
+    created = missing_parents(target)  # removed again, if still empty, when the job fails
+    try:
+        with acquire_output_lock(target) as lock:
+            clear_leftovers(lock, lock.output, "cache job")
+            guard = nullcontext()
+            if exit_on_ctrl_c:
 
-            def stop() -> None:  # the process ends after this
-                shutil.rmtree(staging, ignore_errors=True)
-                lock.release()
+                def stop() -> None:  # the process ends after this
+                    shutil.rmtree(staging, ignore_errors=True)
+                    lock.release()
+                    remove_if_empty(created)
 
-            line = f"interrupted: cache job stopped and its staging folder removed; {target} " + (
-                "is as it was" if target.exists() else "was not written"
-            )
-            guard = exit_on_interrupt(stop, line)
-        if target.exists() and not overwrite:
-            raise DecodedCacheError(f"{target}: a decoded cache exists (pass --overwrite)")
-        staging = staging_folder(target)
-        return _build_cache_locked(
-            spec, size, runner, target, threads, staging, index_cache_dir, resize, guard, overwrite
-        )
+                line = (
+                    f"interrupted: cache job stopped and its staging folder removed; {target} "
+                    + ("is as it was" if target.exists() else "was not written")
+                )
+                guard = exit_on_interrupt(stop, line)
+            if target.exists() and not overwrite:
+                raise DecodedCacheError(f"{target}: a decoded cache exists (pass --overwrite)")
+            staging = staging_folder(target)
+            with unwritable_cache_in_one_line(target):
+                return _build_cache_locked(
+                    spec, size, runner, target, threads, staging, index_cache_dir, resize, guard,
+                    overwrite,
+                )  # fmt: skip
+    except BaseException:
+        remove_if_empty(created)
+        raise
+
+
+@contextmanager
+def unwritable_cache_in_one_line(target: Path) -> Iterator[None]:
+    """A full disk (or a read-only or unwritable folder) while the cache is written: one
+    DecodedCacheError naming the cache folder, whose flag is --cache-root (Beam's logged
+    tracebacks of it dropped)."""
+    try:
+        with unwritable_output_in_one_line(target):
+            yield
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE_ERRNOS:
+            raise
+        raise DecodedCacheError(
+            os_error_line(exc).replace("choose another --output", "choose another --cache-root")
+        ) from None
 
 
 def _build_cache_locked(

@@ -11,6 +11,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import apache_beam as beam
 
@@ -24,8 +25,14 @@ from beam_pipelines.sources.base import LayoutError, Source
 from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import SPEC_FILENAME, DatasetSpec, Split, load_spec
-from episodes.util.atomic_files import replace_folder, staging_folder
+from episodes.util.atomic_files import (
+    missing_parents,
+    remove_if_empty,
+    replace_folder,
+    staging_folder,
+)
 from episodes.util.dead_job_leftovers import clear_leftovers
+from episodes.util.output_overlap import refuse_overlap
 
 
 class OutputExistsError(FileExistsError):
@@ -105,6 +112,17 @@ def abort_output(tmp: Path | str) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def conversion_inputs(input_path: str | Path | None, config: Any) -> list[tuple[str, Any]]:
+    """What a conversion reads, as (flag, path) pairs for the output/input rule: the raw input
+    and the source's file options (a `--split-file`, a TFDS data folder)."""
+    prepared = getattr(config, "tfds_data_dir", None)  # a TFDS folder, read instead of --input
+    inputs: list[tuple[str, Any]] = [
+        ("--tfds-data-dir", prepared) if prepared else ("--input", input_path)
+    ]
+    inputs.append(("--split-file", getattr(config, "split_file", None)))
+    return inputs
+
+
 def remote_input_sources() -> list[str]:
     """Names of the sources that read their raw files from object storage too."""
     from beam_pipelines.sources import SOURCES
@@ -136,6 +154,7 @@ def convert(
     object-storage URLs, see episodes.records.storage_paths). `exit_on_ctrl_c` (the CLI): a
     Ctrl-C while the pipeline runs cleans up and ends the process (beam_pipelines.
     interrupt_exit)."""
+    refuse_overlap(("--output", output), conversion_inputs(input_path, source.config))
     storage_paths.use_options(runner.options)
     if storage_paths.is_remote(input_path) and not source.remote_input:
         raise LayoutError(
@@ -144,15 +163,19 @@ def convert(
         )
     runner.check_storage(input_path, output)
     output = str(output) if storage_paths.is_remote(output) else Path(output)
+    created = [] if storage_paths.is_remote(output) else missing_parents(output)
     lock = lock_local_output(output)
     try:
-        return _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_c, lock)
+        return _convert_locked(
+            source, input_path, output, runner, overwrite, exit_on_ctrl_c, lock, created
+        )
     finally:
         if lock is not None:
             lock.release()
+        remove_if_empty(created)  # folders made for an output that was not written
 
 
-def _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_c, lock):
+def _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_c, lock, created):
     check_output(output, overwrite)
     input_path = storage_paths.input_location(input_path)
     plan = source.plan(input_path)  # validates the layout before anything runs
@@ -165,6 +188,7 @@ def _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_
         abort_output(tmp)
         if lock is not None:
             lock.release()
+        remove_if_empty(created)
 
     stopped = f"interrupted: conversion stopped and its staging folder removed; {output} " + (
         "is as it was" if existed else "was not written"

@@ -22,6 +22,7 @@ from beam_pipelines.runner_options import make_runner
 from beam_pipelines.sources import SOURCES, get_source_class
 from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import CommandParser
+from episodes.util.output_overlap import refuse_overlap
 
 
 def build_parser(source: str | None = None) -> CommandParser:
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = chosen_command(argv)
     if chosen.download:  # fill --input first (once the output may be written), then convert
+        # the output is never the input, around it or inside it (convert checks it again)
+        refuse_overlap(("--output", chosen.output), [("--input", chosen.input)])
         if chosen.output and not chosen.all and "://" not in chosen.output:
             check_output(Path(chosen.output), chosen.overwrite)
         download_for_convert(chosen.source, chosen.all, chosen.input)

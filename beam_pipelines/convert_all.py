@@ -52,8 +52,10 @@ from beam_pipelines.sources.source_config import SourceConfig
 from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec
+from episodes.util.atomic_files import missing_parents, remove_if_empty
 from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import CommandParser
+from episodes.util.output_overlap import refuse_overlap
 
 
 @dataclass
@@ -232,6 +234,10 @@ def convert_all(
     """Convert every source found under `input_root` in one pipeline into `output_root` (local
     folders or object-storage URLs); `configs` holds the sources' options (default: each
     source's defaults)."""
+    split_files = [
+        ("--splits-dir", getattr(c, "split_file", None)) for c in (configs or {}).values()
+    ]
+    refuse_overlap(("--output", output_root), [("--input", input_root), *split_files])
     storage_paths.use_options(runner.options)
     runner.check_storage(input_root, output_root)
     input_root = storage_paths.input_location(input_root)
@@ -251,6 +257,8 @@ def convert_all(
             + (f"; skipped: {'; '.join(found)}" if found else "")
         )
     with ExitStack() as locks:  # one conversion per output folder at a time
+        if not storage_paths.is_remote(output_root):  # folders made for it go if left empty
+            locks.callback(remove_if_empty, missing_parents(output_root / "dataset"))
         for outcome in planned:
             lock = lock_local_output(output_root / outcome.plan.dataset_name)
             if lock is not None:

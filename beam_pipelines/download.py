@@ -55,7 +55,7 @@ from beam_pipelines.sources.source_config import (
     field_kinds,
     option,
 )
-from episodes.util.atomic_files import write_text_atomically
+from episodes.util.atomic_files import missing_parents, remove_if_empty, write_text_atomically
 from episodes.util.cli_errors import EXIT_USAGE, UserError, run_main, user_faults
 from episodes.util.cli_style import CommandParser, command_parser
 from episodes.util.progress_lines import ProgressLines
@@ -413,6 +413,7 @@ def run_downloads(
     every: bool = False,
 ) -> Outcome:
     """Download every pair under one lock on `lock_folder` (no two downloads into one folder)."""
+    lock_created = missing_parents(Path(lock_folder).absolute() / "file")
     try:
         lock = acquire_output_lock(lock_folder)
     except OutputLockedError as exc:
@@ -422,9 +423,15 @@ def run_downloads(
             f"({holder}); wait for it to finish"
         ) from None
     outcome = Outcome()
-    with lock, sigterm_as_interrupt():
-        for source, folder in pairs:
-            download_source(source, folder, config, outcome, every)
+    created = {folder: missing_parents(folder / "file") for _, folder in pairs}
+    try:
+        with lock, sigterm_as_interrupt():
+            for source, folder in pairs:
+                download_source(source, folder, config, outcome, every)
+    finally:  # folders made for files that never came go again (Ctrl-C, a full disk too)
+        for folders in created.values():
+            remove_if_empty(folders)
+        remove_if_empty(lock_created)
     return outcome
 
 

@@ -1,4 +1,4 @@
-"""Moved to `python -m splits.embed`; `python -m beam_pipelines.embed` still runs it for one release."""
+"""Moved to `python -m splits.embed`; `python -m beam_pipelines.embed` still runs it until 0.3.0."""
 
 from episodes.util.moved_command import run_moved
 

@@ -6,7 +6,7 @@ their encoded images from the dataset's records (no re-encoding) and writes the 
 `episodes.records.tfrecord_io`, episodes in increasing index. The shard count does not depend on the
 worker count and nothing depends on bundle order, so 1 or N workers give the same bytes. Shards
 go to a staging folder that is renamed to SHARDS at the end, with a manifest `episodes.json`
-(parameters, files, episode counts, sha256). Record keys: see `episodes.episode_shards`.
+(parameters, files, episode counts, sha256). Record keys: see `episodes.reading.episode_shards`.
 A `--dataset` URL (s3://, gs://) is read by the workers where it lies, one ranged read per
 record (beam_pipelines.remote_episode_source): no worker needs a local copy.
 """
@@ -34,28 +34,31 @@ from beam_pipelines.job_faults import unwritable_output_in_one_line
 from beam_pipelines.output_lock import OutputLock, acquire_output_lock, clear_remote_leftovers
 from beam_pipelines.remote_episode_source import RemoteEpisodeSource
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
-from episodes.episode_cli import (
-    add_episode_source_arguments,
-    add_sampler_arguments,
-    sampler_config_from_args,
-)
-from episodes.episode_shards import (
+from episodes.reading.episode_shards import (
     MANIFEST,
     SHARDS_FORMAT,
     encode_episode,
     shard_file_name,
     shard_indices,
 )
-from episodes.reader import EpisodeReader
+from episodes.reading.reader import EpisodeReader
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import SpecError
 from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import CorruptRecordError
 from episodes.records.tfrecord_io import frame_record
+from episodes.sampling.episode_cli import (
+    add_episode_source_arguments,
+    add_sampler_arguments,
+    sampler_config_from_args,
+    sampling_mode_from_args,
+)
+from episodes.sampling.modes import manifest_fields, mode_from_json
 from episodes.util.atomic_files import atomic_path, replace_folder, staging_folder
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser
 from episodes.util.dead_job_leftovers import clear_leftovers
+from episodes.util.output_overlap import refuse_overlap
 from episodes.util.progress_lines import ProgressLines
 
 # Default shard count: shards of about TARGET_SHARD_BYTES (TensorFlow's TFRecord guide asks for
@@ -84,14 +87,15 @@ class ShardJob:
     staging: str
     split_file: str | None = None
     index_cache_dir: str | None = None
-    mix_lambda: float | None = None
-    base_split: str = "train"
+    sampling: dict | None = None  # SamplingMode.to_json(); None: Meta-Dataset's sampler
 
     def reader(self) -> EpisodeReader | RemoteEpisodeSource:
         """The episodes to write: an EpisodeReader of local folders, or, when a dataset is a
         URL, its records read where they lie (beam_pipelines.remote_episode_source)."""
-        from episodes.sampler_config import SamplerConfig
+        from episodes.sampling.modes import mode_from_json
+        from episodes.sampling.sampler_config import SamplerConfig
 
+        sampling = mode_from_json(self.sampling)
         if any(storage_paths.is_remote(d) for d in self.dataset_dirs):
             return RemoteEpisodeSource(
                 list(self.dataset_dirs),
@@ -99,8 +103,7 @@ class ShardJob:
                 SamplerConfig.from_json(self.config),
                 self.seed,
                 split_file=self.split_file,
-                mix_lambda=self.mix_lambda,
-                base_split=self.base_split,
+                sampling=sampling,
             )
         return EpisodeReader(
             list(self.dataset_dirs),
@@ -112,8 +115,7 @@ class ShardJob:
             decoded_cache="never",
             split_file=self.split_file,
             index_cache_dir=self.index_cache_dir,
-            mix_lambda=self.mix_lambda,
-            base_split=self.base_split,
+            sampling=sampling,
         )
 
 
@@ -216,8 +218,7 @@ def manifest_for(job: ShardJob, reader: EpisodeReader, staging: Path | str) -> d
         "split": reader.split.value,
         "split_file": Path(job.split_file).name if job.split_file else None,
         "seed": job.seed,
-        "lambda": job.mix_lambda,
-        "base_split": job.base_split if job.mix_lambda is not None else None,
+        **manifest_fields(mode_from_json(job.sampling)),  # e.g. FIX-ML's lambda and base split
         "start": job.start,
         "episodes": job.num_episodes,
         "num_shards": job.num_shards,
@@ -258,7 +259,16 @@ def write_episode_shards(
     `exit_on_ctrl_c` (the CLI): a Ctrl-C or SIGTERM while the pipeline runs removes the staging
     folder and ends the process with one line (beam_pipelines.interrupt_exit). A local output
     is locked for the job (a second job on it is refused), and staging folders of jobs that
-    died beside it are removed first."""
+    died beside it are removed first. The output is never a dataset, split file or index cache
+    the job reads, nor a folder around or inside one (episodes.util.output_overlap)."""
+    refuse_overlap(
+        ("--output", output),
+        [
+            *(("--dataset", d) for d in job_args["dataset_dirs"]),
+            ("--split-file", job_args.get("split_file")),
+            ("--index-cache-dir", job_args.get("index_cache_dir")),
+        ],
+    )
     if storage_paths.is_remote(output):
         return _write_episode_shards(job_args, output, runner, overwrite, exit_on_ctrl_c, None)
     with acquire_output_lock(output) as lock:  # freed when the process ends, kill -9 too
@@ -394,8 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         "num_shards": args.num_shards,
         "split_file": args.split_file,
         "index_cache_dir": args.index_cache_dir,
-        "mix_lambda": args.mix_lambda,
-        "base_split": args.base_split,
+        "sampling": sampling_mode_from_args(args).to_json(),
     }
     runner = make_runner(args, beam_args)
     t0 = time.monotonic()

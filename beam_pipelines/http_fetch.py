@@ -58,6 +58,15 @@ class Expected:
     md5: str | None = None
 
 
+def _left(part: Path) -> str:
+    """What a failed download leaves: its partial file (which the next run resumes), or
+    nothing (an empty one is removed)."""
+    if part.is_file() and part.stat().st_size > 0:
+        return f"the partial file {part.name} ({part.stat().st_size:,} bytes) is kept, run again to resume"
+    part.unlink(missing_ok=True)
+    return "nothing was written, run again to retry"
+
+
 def part_path(target: Path) -> Path:
     return target.with_name(target.name + ".part")
 
@@ -214,8 +223,7 @@ def fetch(
         except NETWORK_FAULTS as exc:
             if attempt == tries:
                 raise FetchError(
-                    f"{url}: {_reason(exc)} after {tries} tries; the partial file "
-                    f"{part.name} is kept, run again to resume"
+                    f"{url}: {_reason(exc)} after {tries} tries; {_left(part)}"
                 ) from None
             fault = exc
         delay = min(options.backoff_s * 2 ** (attempt - 1), options.max_backoff_s)

@@ -14,12 +14,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from episodes.images.record_images import RecordImages
-from episodes.reader import encoded_episode_images
+from episodes.reading.reader import encoded_episode_images
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, Split
 from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import RecordReader
-from episodes.sampler_factory import load_dataset, make_sampler, read_split_file
+from episodes.sampling.sampler_factory import (
+    legacy_mode,
+    load_dataset,
+    make_sampler,
+    read_split_file,
+)
+from episodes.sampling.sampling_mode import SamplingMode
 
 
 def load_any_dataset(
@@ -52,6 +58,7 @@ class RemoteEpisodeSource:
         split_file: str | None = None,
         mix_lambda: float | None = None,
         base_split: Split | str = Split.TRAIN,
+        sampling: SamplingMode | None = None,
     ):
         if split_file is not None and len(locations) != 1:
             raise ReaderError("split_file applies to one dataset; got several dataset folders")
@@ -61,7 +68,8 @@ class RemoteEpisodeSource:
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
             raise ReaderError(f"dataset names must differ across sources, got {names}")
-        splits = [self.split] if mix_lambda is None else [self.split, Split.parse(base_split)]
+        mode = sampling if sampling is not None else legacy_mode(mix_lambda, base_split)
+        splits = mode.splits_read(self.split)
         self._images: dict[str, RecordImages] = {}
         for (spec, records, listing), location in zip(loaded, locations):
             for name in splits:
@@ -69,7 +77,7 @@ class RemoteEpisodeSource:
                 if listing is not None:  # a URL
                     self._check_records(spec, listing, classes, str(location))
             self._images[spec.name] = RecordImages(records)
-        self.sampler = make_sampler(self.specs, self.split, config, seed, mix_lambda, base_split)
+        self.sampler = make_sampler(self.specs, self.split, config, seed, sampling=mode)
 
     @staticmethod
     def _check_records(spec: DatasetSpec, listing: dict[str, int], classes, location: str) -> None:

@@ -28,11 +28,11 @@ from PIL import Image
 
 from beam_pipelines.old_positional import parse_with_one_dataset
 from beam_pipelines.runner_options import add_storage_timeout_argument, storage_timeout
-from episodes.fetch import is_remote, require_local_dataset
 from episodes.images.decoded_cache import verify_cache
 from episodes.images.image_size_limit import use_image_size_limit
 from episodes.records.dataset_spec import SPEC_FILENAME, DatasetSpec, SpecError, Split, load_spec
 from episodes.records.example_proto import ExampleDecodeError, decode_image_example
+from episodes.records.local_dataset import is_remote, require_local_dataset
 from episodes.records.record_index import (
     RecordIndex,
     RecordIndexError,

@@ -58,7 +58,8 @@ def main() -> int:
     ):
         print(f"generating the embedded dataset into {args.raw} ...", file=sys.stderr)
         subprocess.run(
-            [sys.executable, "-m", "episodes.glyph_dataset", "--output", str(args.raw)], check=True
+            [sys.executable, "-m", "beam_pipelines.glyph_dataset", "--output", str(args.raw)],
+            check=True,
         )
     source = OmniglotSource()
     results = {}

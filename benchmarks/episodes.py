@@ -67,9 +67,9 @@ from benchmarks.synthetic_dataset import (  # noqa: E402
 )
 from episodes.images.decoded_cache import write_decoded_cache  # noqa: E402
 from episodes.images.image_decode import decode_image  # noqa: E402
-from episodes.reader import EpisodeReader  # noqa: E402
+from episodes.reading.reader import EpisodeReader  # noqa: E402
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec  # noqa: E402
-from episodes.sampler import EpisodeSampler, SamplerConfig  # noqa: E402
+from episodes.sampling.sampler import EpisodeSampler, SamplerConfig  # noqa: E402
 
 REFERENCE_SPECS = Path(__file__).resolve().parents[1].parent / "shared" / "reference-data"
 ILSVRC_SPEC_NAME = "meta-dataset/dataset_specs/ilsvrc_2012_dataset_spec.json"

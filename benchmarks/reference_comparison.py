@@ -80,8 +80,9 @@ def _cpu_seconds(pid: int) -> float:
 
 def child_main(key: str, records: str, split: str, processes: int) -> None:
     """Serve "run N" lines on stdin with one JSON line each on stdout; exit on "quit"."""
-    from episodes.read import EpisodeReader, load_dataset
-    from episodes.sampler import EpisodeSampler, SamplerConfig
+    from episodes.reading.reader import EpisodeReader
+    from episodes.sampling.sampler import EpisodeSampler, SamplerConfig
+    from episodes.sampling.sampler_factory import load_dataset
 
     contender = next(c for c in contenders(processes) if c.key == key)
     config = SamplerConfig()

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from episodes.records.dataset_spec import Split, load_spec
-from episodes.sampler import EpisodeSampler, SamplerConfig
+from episodes.sampling.sampler import EpisodeSampler, SamplerConfig
 
 DEFAULT_SPECS = (
     Path(__file__).resolve().parents[1].parent

@@ -20,15 +20,28 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from episodes.records.dataset_spec import SPEC_FILENAME, SpecError
-from episodes.records.local_dataset import (  # noqa: F401  (re-exported: their old home)
-    is_remote,
-    require_local_dataset,
-)
 from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
 from episodes.util.atomic_files import replace_folder, staging_folder
 from episodes.util.cli_errors import UserError, run_main
 from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
 from episodes.util.dead_job_leftovers import FolderLockedError, lock_and_clear
+from episodes.util.moved_modules import moved_names
+
+__all__ = [
+    "COPY_CHUNK_BYTES",
+    "FETCH_THREADS",
+    "MARKERS",
+    "build_parser",
+    "fetch",
+    "fetch_object",
+    "main",
+]
+
+# Their old home (a command module): they live in episodes.records.local_dataset.
+__getattr__ = moved_names(
+    __name__,
+    dict.fromkeys(("is_remote", "require_local_dataset"), "episodes.records.local_dataset"),
+)
 
 MARKERS = (SPEC_FILENAME, "episodes.json")  # converted dataset, episode shards
 FETCH_THREADS = 8
@@ -129,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from episodes.records import storage_paths
+    from episodes.util.output_overlap import refuse_overlap
 
     url = single_dataset(args.dataset)
     unknown = storage_paths.unknown_local_flags(beam_args)
@@ -136,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UserError(f"unknown option(s) {' '.join(unknown)} (file-system flags only)")
     if not storage_paths.is_remote(url):
         raise UserError(f"{url}: not a URL (s3://, gs://, ...); a local folder needs no fetch")
+    refuse_overlap(("--output", args.output), [("--dataset", url)])
     if not 0 < args.storage_timeout < float("inf"):
         raise UserError(f"--storage-timeout {args.storage_timeout}: expected a positive number")
     options = PipelineOptions(beam_args)

@@ -1,10 +1,12 @@
 """`python -m episodes.read`: sample and read episodes of converted datasets, print a summary
 of each (and optionally a picture and statistics).
 
-The pieces live in their own modules: `episodes.episode` (the Episode types),
-`episodes.sampler_factory` (specs, split files, samplers), `episodes.reader` (EpisodeReader) and
-`episodes.episode_cli` (the arguments shared with `python -m beam_pipelines.episodes`); their
-public names are re-exported here, where they used to live.
+This module is the command only. The library it used to hold lives in `episodes.sampling`
+(`episode`: the Episode types; `sampler_factory`: specs, split files, samplers; `episode_cli`:
+the arguments shared with `python -m beam_pipelines.episodes`) and `episodes.reading.reader`
+(EpisodeReader). Those names still import from here until version 0.3.0, with a
+DeprecationWarning; this module reaches them through their modules, so that every such import
+warns.
 """
 
 from __future__ import annotations
@@ -17,49 +19,46 @@ from typing import Any
 
 import numpy as np
 
-from episodes.episode import ARRAY_FIELDS, Episode, EpisodeDescription, episode_labels
-from episodes.episode_cli import (
-    add_episode_source_arguments,
-    add_mixing_arguments,
-    add_sampler_arguments,
-    describe_config,
-    sampler_config_from_args,
-)
 from episodes.images.decoded_cache import DecodedCacheError
 from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
-from episodes.reader import CACHE_MODES, DECODE_DEVICES, DTYPES, POOL_GATHER_BYTES, EpisodeReader
+from episodes.reading import reader as episode_reader
+from episodes.records import reader_errors
 from episodes.records.dataset_spec import DatasetSpec, SpecError
-from episodes.records.reader_errors import ReaderError
 from episodes.records.record_index import RecordIndexError
 from episodes.records.record_reader import CorruptRecordError
-from episodes.sampler_factory import load_dataset, make_sampler, read_split_file
+from episodes.sampling import episode_cli
+from episodes.sampling.episode import EpisodeDescription
 from episodes.util.cli_errors import UserError, fault_line, run_main
 from episodes.util.cli_style import command_parser
+from episodes.util.moved_modules import moved_names
 from episodes.util.progress_lines import ProgressLines
 
-__all__ = [  # the old home of these names (before the split into episode, reader, ...)
-    "ARRAY_FIELDS",
-    "CACHE_MODES",
-    "DTYPES",
-    "POOL_GATHER_BYTES",
-    "USER_ERRORS",
-    "Episode",
-    "EpisodeReader",
-    "ReaderError",
-    "add_episode_source_arguments",
-    "add_mixing_arguments",
-    "add_sampler_arguments",
-    "build_parser",
-    "describe_config",
-    "episode_labels",
-    "format_episode",
-    "format_statistics",
-    "load_dataset",
-    "main",
-    "make_sampler",
-    "read_split_file",
-    "sampler_config_from_args",
-]
+__all__ = ["USER_ERRORS", "build_parser", "format_episode", "format_statistics", "main"]
+
+__getattr__ = moved_names(
+    __name__,
+    {
+        **dict.fromkeys(("ARRAY_FIELDS", "Episode", "episode_labels"), "episodes.sampling.episode"),
+        **dict.fromkeys(
+            ("CACHE_MODES", "DTYPES", "POOL_GATHER_BYTES", "EpisodeReader"),
+            "episodes.reading.reader",
+        ),
+        "ReaderError": "episodes.records.reader_errors",
+        "add_mixing_arguments": "episodes.sampling.episode_cli:add_sampling_mode_arguments",
+        **dict.fromkeys(
+            (
+                "add_episode_source_arguments",
+                "add_sampler_arguments",
+                "describe_config",
+                "sampler_config_from_args",
+            ),
+            "episodes.sampling.episode_cli",
+        ),
+        **dict.fromkeys(
+            ("load_dataset", "make_sampler", "read_split_file"), "episodes.sampling.sampler_factory"
+        ),
+    },
+)
 
 
 def format_episode(description: EpisodeDescription, spec: DatasetSpec) -> str:
@@ -111,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "episodes.read",
         "Sample and read episodes of converted datasets; print a summary of each.",
     )
-    add_episode_source_arguments(parser)
+    episode_cli.add_episode_source_arguments(parser)
     parser.add_argument(
         "--split-file",
         help="split JSON (train/valid/test class names) overriding the spec's splits",
@@ -120,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--episodes", type=int, default=5, help="episodes to read and print")
     parser.add_argument("--start", type=int, default=0, help="first episode index")
     parser.add_argument("--image-size", type=int, default=84)
-    parser.add_argument("--dtype", default="uint8", choices=sorted(DTYPES))
+    parser.add_argument("--dtype", default="uint8", choices=sorted(episode_reader.DTYPES))
     parser.add_argument("--threads", type=int, default=2, help="decoding threads (0: inline)")
     parser.add_argument(
         "--decode-processes",
@@ -133,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--decode-device",
         default="cpu",
-        choices=DECODE_DEVICES,
+        choices=episode_reader.DECODE_DEVICES,
         help="cuda: decode JPEG records on the GPU (nvJPEG, opt-in; pixels differ slightly from "
         "the reference decoder's, README: GPU decoding)",
     )
@@ -144,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reference: Meta-Dataset's TF bilinear (align_corners), the default; antialias: "
         "Pillow's antialiased bilinear after JPEG DCT reduction (faster for large images)",
     )
-    parser.add_argument("--decoded-cache", default="auto", choices=CACHE_MODES)
+    parser.add_argument("--decoded-cache", default="auto", choices=episode_reader.CACHE_MODES)
     parser.add_argument("--cache-root", help="folder holding decoded caches, if not in dataset")
     parser.add_argument(
         "--index-cache-dir",
@@ -168,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="print distribution statistics of N episode descriptions",
     )
-    add_sampler_arguments(parser)
+    episode_cli.add_sampler_arguments(parser)
     return parser
 
 
@@ -188,8 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--decode-device {args.decode_device} decodes in this process on the GPU"
             )
     try:
-        config = sampler_config_from_args(args)
-        reader = EpisodeReader(
+        config = episode_cli.sampler_config_from_args(args)
+        sampling = episode_cli.sampling_mode_from_args(args)
+        reader = episode_reader.EpisodeReader(
             args.dataset,
             args.split,
             config,
@@ -204,8 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache_root=args.cache_root,
             index_cache_dir=args.index_cache_dir,
             split_file=args.split_file,
-            mix_lambda=args.mix_lambda,
-            base_split=args.base_split,
+            sampling=sampling,
         )
     except (ValueError, OSError) as exc:  # SpecError, SamplerError, ReaderError, ...
         raise UserError(fault_line(exc)) from None
@@ -216,7 +215,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"decoded cache: {'yes' if reader.uses_decoded_cache else 'no'}"
         )
         kind = getattr(reader.sampler, "hierarchy_kind", None)
-        print(f"sampler: {describe_config(config)}" + (f"  hierarchy: {kind}" if kind else ""))
+        print(
+            f"sampler: {episode_cli.describe_config(config)}"
+            + (f"  hierarchy: {kind}" if kind else "")
+        )
         for spec in reader.specs:
             if spec.hierarchy_note:
                 print(f"note: {spec.hierarchy_note}", file=sys.stderr)
@@ -236,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rate = args.episodes / max(time.perf_counter() - t0, 1e-9)
             print(f"{args.episodes} episodes ({rate:.1f} episodes/s including printing)")
         if args.save_grid:
-            from episodes.episode_grid import save_episode_grid
+            from episodes.reading.episode_grid import save_episode_grid
 
             index = args.start if args.grid_episode is None else args.grid_episode
             path = save_episode_grid(reader.episode(index), args.save_grid)
@@ -246,9 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _print_stats(reader: EpisodeReader, start: int, count: int) -> None:
+def _print_stats(reader: episode_reader.EpisodeReader, start: int, count: int) -> None:
     """Statistics of `count` descriptions, accumulated as they are sampled (constant memory)."""
-    from episodes.episode_stats import episode_statistics
+    from episodes.sampling.episode_stats import episode_statistics
 
     bar = ProgressLines("stats", count, "descriptions")
 
@@ -265,7 +267,13 @@ def _print_stats(reader: EpisodeReader, start: int, count: int) -> None:
         print("  " + line)
 
 
-USER_ERRORS = (SpecError, ReaderError, DecodedCacheError, CorruptRecordError, RecordIndexError)
+USER_ERRORS = (
+    SpecError,
+    reader_errors.ReaderError,
+    DecodedCacheError,
+    CorruptRecordError,
+    RecordIndexError,
+)
 
 
 if __name__ == "__main__":

@@ -34,10 +34,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from episodes.sampler_factory import split_file_notes
+from episodes.sampling.sampler_factory import split_file_notes
 from episodes.util.atomic_files import atomic_path, write_text_atomically
 from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import add_dataset_argument, command_parser, finite_float
+from episodes.util.output_overlap import refuse_overlap
 from learners.evaluation.batched_memory import CPU_EPISODES_PER_BATCH, default_episodes_per_batch
 from learners.evaluation.episode_eval import (
     CLASS_FIELDS,
@@ -448,7 +449,7 @@ def _episode_count(args: argparse.Namespace) -> int:
     """--episodes, checked against the shards' count before any work (default: all of them)."""
     if args.episode_shards is None or not Path(args.episode_shards).exists():
         return DEFAULT_EPISODES if args.episodes is None else args.episodes
-    from episodes.episode_shards import ShardError, shard_episode_count
+    from episodes.reading.episode_shards import ShardError, shard_episode_count
 
     try:
         held = shard_episode_count(args.episode_shards)
@@ -460,6 +461,20 @@ def _episode_count(args: argparse.Namespace) -> int:
             f"episodes; pass --episodes {held} or fewer (or leave it out for all of them)"
         )
     return held if args.episodes is None else args.episodes
+
+
+def _check_output(out: Path, args: argparse.Namespace, settings: dict[str, Any]) -> None:
+    """The output may lie in the run's `eval/` (its default place) but is never a folder the
+    evaluation reads, nor around or inside one; then `check_output_folder`'s rules."""
+    read = [
+        ("--run", args.run),
+        ("--split-file", args.split_file),
+        ("--episode-shards", args.episode_shards),
+        ("--hardness-model", args.hardness_model),
+        *(("--dataset", d) for folder in args.dataset or () for d in folder.split(",") if d),
+    ]
+    refuse_overlap(("--output", out), read, allowed_inside=[Path(args.run) / "eval"])
+    check_output_folder(out, settings, args.overwrite)
 
 
 def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> dict[str, Any]:
@@ -492,7 +507,7 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
     name = folder_name(settings, explicit_split_file=args.split_file)
     out = Path(args.output) if args.output else Path(args.run) / "eval" / name
     # Before any long work (on rank 0, whose refusal ends every rank).
-    on_rank_zero(lambda: check_output_folder(out, settings, args.overwrite), ranks)
+    on_rank_zero(lambda: _check_output(out, args, settings), ranks)
     if hardness is not None and args.hardness_model is None and ranks.is_writer:
         print(
             "note: hardness measured by the evaluated run itself; the paper measures every "

@@ -36,14 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from matplotlib.figure import Figure  # drawn without pyplot: no backend is chosen or changed
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from episodes.util.cli_errors import run_main, user_faults  # noqa: E402
-from episodes.util.cli_style import command_parser, finite_float  # noqa: E402
-from learners.evaluation.metrics import (  # noqa: E402
+from episodes.util.cli_errors import run_main, user_faults
+from episodes.util.cli_style import command_parser, finite_float
+from learners.evaluation.metrics import (
     average_ranks,
     divergence_slope,
     grouped_summaries,
@@ -51,8 +48,8 @@ from learners.evaluation.metrics import (  # noqa: E402
     regression_line,
     t_95,
 )
-from learners.training.run_dir import RESUMABLE_CHANGES  # noqa: E402
-from learners.training.training_loop import VALIDATION_LOG  # noqa: E402
+from learners.training.run_dir import RESUMABLE_CHANGES
+from learners.training.training_loop import VALIDATION_LOG
 
 
 @dataclass
@@ -199,7 +196,8 @@ def format_rank_table(table: Mapping[str, Mapping[str, tuple[float, float]]]) ->
 
 def plot_hardness(evaluations: Sequence[Evaluation], png: Path) -> dict[str, tuple[float, float]]:
     """Accuracy vs hardness scatter with one regression line per method; returns the lines."""
-    figure, axes = plt.subplots(figsize=(6, 4.5))
+    figure = Figure(figsize=(6, 4.5))
+    axes = figure.subplots()
     lines = {}
     for evaluation, label in zip(evaluations, column_labels(evaluations)):
         points = [
@@ -228,7 +226,8 @@ def plot_hardness(evaluations: Sequence[Evaluation], png: Path) -> dict[str, tup
 def _plot_grouped(
     series: Mapping[str, Mapping[Any, Any]], xlabel: str, ylabel: str, png: Path
 ) -> None:
-    figure, axes = plt.subplots(figsize=(6, 4.5))
+    figure = Figure(figsize=(6, 4.5))
+    axes = figure.subplots()
     for label, groups in series.items():
         xs = sorted(groups)
         means = [100 * groups[x].mean for x in xs]
@@ -247,7 +246,6 @@ def _save(figure: Any, png: Path) -> None:
     png.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
     figure.savefig(png, dpi=120)
-    plt.close(figure)
 
 
 def ways_shots(evaluations: Sequence[Evaluation], out_dir: Path) -> str:

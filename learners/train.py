@@ -29,9 +29,10 @@ from typing import Any
 
 import torch
 
-from episodes.sampler_factory import split_file_notes
-from episodes.util.cli_errors import run_main, user_faults
+from episodes.sampling.sampler_factory import split_file_notes
+from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
+from episodes.util.output_overlap import refuse_overlap
 from learners.evaluation.episode_eval import validation_hook
 from learners.feed.episode_feed import (
     DECODE_DEVICES,
@@ -526,7 +527,7 @@ def _validated_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespac
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         try:
             return _parsed_args(argv, ranks)
-        except (ValueError, FileNotFoundError):
+        except (ValueError, FileNotFoundError, UserError):
             raise SystemExit(2) from None
 
 
@@ -535,6 +536,7 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
     parser = build_parser()
     recipe, overridden = apply_recipe(parser, argv)
     args = parser.parse_args(argv)
+    refuse_overlap(("--output", args.output), _read_paths(args))
     note = _follow_backbone_override(args, overridden) if recipe is not None else None
     config = run_config_from_args(args, ranks)
     if note and ranks.is_writer:  # after the checks: a refusal stays one line
@@ -542,6 +544,23 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
     if recipe is not None:
         config.extra.update(recipe_record(recipe, overridden, args))
     return args, config
+
+
+def _read_paths(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """What a training run reads, as (flag, path) pairs for the output/input rule."""
+    paths = [(flag, getattr(args, name, None)) for flag, name in _READ_FLAGS]
+    paths += [("--dataset", folder) for folder in args.dataset or ()]
+    validation = args.validation_dataset  # a dataset's name or a folder
+    if validation and Path(validation).exists():
+        paths.append(("--validation-dataset", validation))
+    return paths
+
+
+_READ_FLAGS = (
+    ("--split-file", "split_file"),
+    ("--init-from", "init_from"),
+    ("--fix-ml-pool", "fix_ml_pool"),
+)
 
 
 def _train_ranks(args: argparse.Namespace, config: RunConfig, ranks: RankInfo) -> LoopResult:

@@ -23,8 +23,9 @@ import torch
 from episodes.records.split_file import SPLITS, SplitFile
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import command_parser, finite_float
-from splits.atg import normalise_rows
-from splits.divergences import (
+from splits.embeddings.embeddings_file import EmbeddingsFile
+from splits.methods.atg.algorithm import normalise_rows
+from splits.methods.atg.divergences import (
     DEFAULT_DAMPING,
     DIVERGENCES,
     atg_divergence,
@@ -33,7 +34,21 @@ from splits.divergences import (
     symmetric_kl,
     weighted_gaussian,
 )
-from splits.embeddings.embeddings_file import EmbeddingsFile
+
+__all__ = [
+    "SPLIT_COLOURS",
+    "build_parser",
+    "divergence_accuracy_correlation",
+    "hop_distance",
+    "leaf_hop_distances",
+    "main",
+    "pca_projection",
+    "plot_pca",
+    "split_labels",
+    "split_summary",
+    "task_divergence",
+    "ward_tree_parents",
+]
 
 SPLIT_COLOURS = {"train": "tab:blue", "valid": "tab:green", "test": "tab:red"}
 
@@ -60,13 +75,11 @@ def pca_projection(
 
 def plot_pca(embeddings: EmbeddingsFile, splits: Sequence[SplitFile], output: str | Path) -> Path:
     """PNG with one panel per split file: classes coloured by split, centroids as stars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # drawn without pyplot: no backend is chosen
 
     unit = normalise_rows(embeddings.embeddings)
-    fig, axes = plt.subplots(1, len(splits), figsize=(4.2 * len(splits), 4.2), squeeze=False)
+    fig = Figure(figsize=(4.2 * len(splits), 4.2))
+    axes = fig.subplots(1, len(splits), squeeze=False)
     for ax, split in zip(axes[0], splits):
         centroids = None
         if split.centroids:
@@ -110,7 +123,6 @@ def plot_pca(embeddings: EmbeddingsFile, splits: Sequence[SplitFile], output: st
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(output, dpi=120)
-    plt.close(fig)
     return output
 
 
@@ -233,6 +245,35 @@ def hop_distance(
 
 
 # ----------------------------------------------------------------------------- summary
+def summary_text(summary: Mapping[str, object]) -> str:
+    """`split_summary` for a person: one line of sizes and parameters, one per split pair."""
+
+    def shown(value: object) -> str:
+        return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+    sizes = ", ".join(f"{name} {count}" for name, count in summary["sizes"].items())
+    lines = [
+        f"{summary['dataset']} ({summary['method']}): {sizes}; R {shown(summary['R'])}, "
+        f"divergence {shown(summary['divergence'])}, achieved "
+        f"{shown(summary['achieved_divergence'])}"
+    ]
+    if "warning" in summary:
+        lines.append(f"warning: {summary['warning']}")
+    pairs = summary.get("between_splits") or {}
+    if pairs:
+        lines.append(
+            f"  {'splits':<12} {'mean class distance':>20} {'distance of means':>18} "
+            f"{'sym. KL of mean centroids':>26}"
+        )
+        for pair, row in pairs.items():
+            lines.append(
+                f"  {pair:<12} {row['mean_class_distance']:>20.4f} "
+                f"{row['distance_between_means']:>18.4f} "
+                f"{row['symmetric_kl_of_mean_centroids']:>26.4f}"
+            )
+    return "\n".join(lines)
+
+
 def split_summary(split: SplitFile, embeddings: EmbeddingsFile | None = None) -> dict[str, object]:
     """Sizes, recorded parameters and, with embeddings, distances between the splits."""
     out: dict[str, object] = {
@@ -346,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     summ = sub.add_parser("summary", help="sizes and distances of a split")
     summ.add_argument("--split", required=True)
     summ.add_argument("--embeddings")
+    summ.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser
 
 
@@ -387,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         split = SplitFile.load(args.split)
         emb = EmbeddingsFile.load(args.embeddings) if args.embeddings else None
-        print(json.dumps(split_summary(split, emb), indent=2))
+        summary = split_summary(split, emb)
+        print(json.dumps(summary, indent=2) if args.json else summary_text(summary))
     return 0
 
 

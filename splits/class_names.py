@@ -15,6 +15,8 @@ from pathlib import Path
 
 from episodes.records.dataset_spec import SpecError, load_spec
 
+__all__ = ["ACCEPTED", "ClassList", "read_class_list", "read_class_names"]
+
 ACCEPTED = "a dataset folder or dataset_spec.json, an embeddings .npz, a JSON list or a text list"
 
 

@@ -32,6 +32,7 @@ from episodes.util.cli_style import (
     finite_float,
     single_dataset,
 )
+from episodes.util.output_overlap import refuse_overlap
 from splits.embeddings.pipeline import (
     EmbedError,
     EmbedOptions,
@@ -39,6 +40,8 @@ from splits.embeddings.pipeline import (
     check_output,
     embed_dataset,
 )
+
+__all__ = ["build_parser", "main", "pretrain_config_from_args"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
         "every class of --dataset",
     )
     parser.add_argument("--output", required=True, help="embeddings file to write (.npz)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing embeddings file"
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
     parser.add_argument(
         "--chunk-size", type=int, default=256, help="records of a class per Beam work item"
@@ -154,7 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress=not args.no_progress,
     )
     resolve_device(args.device)
-    output = check_output(args.output)
+    output = check_output(args.output, args.overwrite)
+    run_dir_flag = ("--checkpoint-out", args.checkpoint_out)
+    inputs = [("--dataset", dataset), ("--model", args.model)]
+    refuse_overlap(("--output", args.output), inputs)
+    refuse_overlap(run_dir_flag, inputs)
     runner = make_runner(args, beam_args)
     if storage_paths.is_remote(dataset):  # read by the workers where it lies
         if pretrain_config is not None:

@@ -28,9 +28,23 @@ from episodes.util.cli_style import (
     command_parser,
     single_dataset,
 )
+from episodes.util.output_overlap import refuse_overlap
 from splits.methods import method_class, method_names
 from splits.parameter_flags import add_parameter_arguments, parameters_from_args
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
+
+__all__ = [
+    "DEFAULT_FOLDER",
+    "INPUT_FLAGS",
+    "build_parser",
+    "check_inputs_used",
+    "main",
+    "output_paths",
+    "parse_args",
+    "run",
+    "run_old_command",
+    "split_inputs",
+]
 
 DEFAULT_FOLDER = Path("splits")
 # The shared inputs, as SplitInputs fields: the flag of each, for "not used by" messages.
@@ -150,6 +164,9 @@ def run(argv: Sequence[str] | None = None, old_command: str | None = None) -> in
     check_inputs_used(method, inputs)
     planned = method.plan(inputs)
     paths = output_paths(args.output, planned)
+    read = [(flag, getattr(inputs, field)) for field, flag in INPUT_FLAGS.items()]
+    for path in [args.output] if args.output else paths:  # the folder or file given, else each
+        refuse_overlap(("--output", path), read)
     existing = [str(p) for p in paths if p.exists()]
     if existing and not args.overwrite:
         raise ValueError(f"{existing[0]} exists; pass --overwrite to replace it")

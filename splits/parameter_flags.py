@@ -4,7 +4,9 @@ A field becomes `--field-name` (or the `flag` its metadata names), typed by its 
 `int`, `float`, `str`, `bool` (a switch), `X | None` (optional), `tuple[X, X, X]` (three
 values) and `tuple[X, ...]` (one or more). A field without a default is a required flag.
 `parameter(...)` attaches the help text, choices and old spellings; the dataclass validates
-the values in `__post_init__`, so bad values are refused before any long work.
+the values in `__post_init__`, so bad values are refused before any long work. A field made
+with `setting(...)` is part of the configuration but no flag of its own (e.g. ATG's seed,
+which is the `--seed` every method of `splits make` shares).
 """
 
 from __future__ import annotations
@@ -15,6 +17,16 @@ import types
 import typing
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+__all__ = [
+    "add_parameter_arguments",
+    "flag_fields",
+    "flag_name",
+    "parameter",
+    "parameter_flags",
+    "parameters_from_args",
+    "setting",
+]
 
 _NO_DEFAULT: Any = dataclasses.MISSING
 _SCALARS = (int, float, str)
@@ -40,6 +52,18 @@ def parameter(
     if isinstance(default, list | dict | set):
         raise TypeError("parameter defaults must be immutable (use a tuple)")
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def setting(default: Any, *, help: str) -> Any:
+    """A dataclass field of a method's configuration that is not a command-line flag."""
+    if isinstance(default, list | dict | set):
+        raise TypeError("setting defaults must be immutable (use a tuple)")
+    return dataclasses.field(default=default, metadata={"help": help, "flag": False})
+
+
+def flag_fields(parameters: type) -> list[dataclasses.Field]:
+    """The fields of the dataclass `parameters` that are flags (every field but `setting`s)."""
+    return [f for f in dataclasses.fields(parameters) if f.metadata.get("flag") is not False]
 
 
 def flag_name(field: dataclasses.Field) -> str:
@@ -73,7 +97,7 @@ def add_parameter_arguments(
     """One flag per field of the dataclass `parameters`, in an argument group named `title`."""
     hints = typing.get_type_hints(parameters)
     group = parser.add_argument_group(title)
-    for field in dataclasses.fields(parameters):
+    for field in flag_fields(parameters):
         kind, nargs = _flag_type(hints[field.name])
         required = field.default is _NO_DEFAULT
         text = field.metadata.get("help", "")
@@ -105,7 +129,7 @@ def add_parameter_arguments(
 def parameters_from_args(parameters: type, args: argparse.Namespace) -> Any:
     """The dataclass `parameters` built (and so validated) from parsed flags."""
     values = {}
-    for field in dataclasses.fields(parameters):
+    for field in flag_fields(parameters):
         value = getattr(args, field.name)
         values[field.name] = tuple(value) if isinstance(value, list) else value
     return parameters(**values)
@@ -113,4 +137,4 @@ def parameters_from_args(parameters: type, args: argparse.Namespace) -> Any:
 
 def parameter_flags(parameters: type) -> list[str]:
     """Every long option the dataclass `parameters` defines (old spellings excluded)."""
-    return [flag_name(field) for field in dataclasses.fields(parameters)]
+    return [flag_name(field) for field in flag_fields(parameters)]

@@ -1,9 +1,12 @@
-"""Published split files shipped in `splits/published/` and a loader that names their classes.
+"""`python -m splits.published list | show NAME`: the published split files shipped with the
+toolkit (`episodes.records.published_splits`, where they live since version 0.2.0: the
+converters read them too, and `beam_pipelines` stands below `splits`).
 
 Names are '<group>/<file stem>', e.g. 'atg/lfw10_D0.96', 'meta_dataset/ilsvrc_2012',
-'fc100/cifar100'.  `python -m splits.published list` lists them; `show NAME` prints sizes and
-source; `--class-names FILE` resolves printed indices to names. `python -m splits make --method
-published --name NAME --output FILE` writes one as a split file (`splits.methods.published`).
+'fc100/cifar100'. `show NAME` prints sizes and source; `--class-names FILE` resolves printed
+indices to names. `python -m splits make --method published --name NAME --output FILE` writes
+one as a split file (`splits.methods.published`). The regeneration commands
+(`splits.published_tables`, `splits.published_meta_dataset`) share the helpers below.
 """
 
 from __future__ import annotations
@@ -13,39 +16,20 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from episodes.records.index_conventions import convention_class_names
-from episodes.records.split_file import SplitFile, SplitFileError
+from episodes.records import published_splits
+from episodes.records.split_file import SplitFile
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import CommandParser, command_parser
+from episodes.util.moved_modules import moved_names
 
-PUBLISHED_DIR = Path(__file__).resolve().parent / "published"
+__all__ = ["build_parser", "main", "regeneration_parser", "write_published_files"]
 
-
-def list_published() -> list[str]:
-    """All shipped split names, sorted."""
-    return sorted(
-        p.relative_to(PUBLISHED_DIR).with_suffix("").as_posix()
-        for p in PUBLISHED_DIR.rglob("*.json")
-    )
-
-
-def load_published(name: str, class_names: Sequence[str] | None = None) -> SplitFile:
-    """Load a shipped split; index-only tables get names from `class_names` or their convention.
-
-    Without `class_names`, tables whose convention has no offline name list (LFW10, mini- and
-    tiered-ImageNet) are returned with indices only.
-    """
-    path = PUBLISHED_DIR / f"{name}.json"
-    if not path.is_file():
-        known = ", ".join(list_published()[:8])
-        raise SplitFileError(f"no published split {name!r} (e.g. {known}, ...)")
-    split = SplitFile.load(path)
-    if split.class_indices is None or split.has_names():
-        return split
-    names = list(class_names) if class_names is not None else None
-    if names is None and split.index_convention:
-        names = convention_class_names(split.index_convention)
-    return split.with_class_names(names) if names is not None else split
+__getattr__ = moved_names(
+    __name__,
+    dict.fromkeys(
+        ("PUBLISHED_DIR", "list_published", "load_published"), "episodes.records.published_splits"
+    ),
+)
 
 
 def regeneration_parser(prog: str, description: str, default_folder: Path) -> CommandParser:
@@ -57,7 +41,7 @@ def regeneration_parser(prog: str, description: str, default_folder: Path) -> Co
         default=str(default_folder),
         metavar="DIR",
         renamed_from=("--out-dir",),
-        help="folder for the split files (default: the shipped ones in splits/published/)",
+        help="folder for the split files (default: the shipped ones, episodes/records/published/)",
     )
     return parser
 
@@ -95,14 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "list":
-        print("\n".join(list_published()))
+        print("\n".join(published_splits.list_published()))
         return 0
     names = None
     if args.class_names:
         from splits.class_names import read_class_names
 
         names = read_class_names(args.class_names)
-    split = load_published(args.name, names)
+    split = published_splits.load_published(args.name, names)
     sizes = split.sizes()
     print(
         f"{args.name}: {split.dataset} {split.method} "

@@ -1,4 +1,4 @@
-"""Meta-Dataset's published splits as split files (`splits/published/meta_dataset/*.json`).
+"""Meta-Dataset's published splits as split files (`episodes/records/published/meta_dataset/*.json`).
 
 `python -m splits.published_meta_dataset --reference DIR [--output ...]` reads the reference
 files as published (`splits/<dataset>_splits.json` for the flat datasets; the ILSVRC-2012 and
@@ -15,13 +15,30 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from episodes.records.published_splits import PUBLISHED_DIR
 from episodes.records.split_file import SPLITS, SplitFile
 from episodes.util.cli_errors import user_faults
 from episodes.util.json_files import read_json_object
+from splits.methods.semantic.algorithm import (
+    ILSVRC_ROOTS,
+    OMNIGLOT_COUNTS,
+    dag_split,
+    superclass_split,
+)
 from splits.published import regeneration_parser, write_published_files
-from splits.semantic import ILSVRC_ROOTS, OMNIGLOT_COUNTS, dag_split, superclass_split
 
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "published" / "meta_dataset"
+__all__ = [
+    "DEFAULT_OUT_DIR",
+    "SOURCE",
+    "build_parser",
+    "flat_split",
+    "ilsvrc_split",
+    "main",
+    "omniglot_split",
+    "reference_splits",
+]
+
+DEFAULT_OUT_DIR = PUBLISHED_DIR / "meta_dataset"
 SOURCE = (
     "Meta-Dataset (Triantafillou et al. 2020), google-research/meta-dataset "
     "meta_dataset/dataset_conversion/"

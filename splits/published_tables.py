@@ -1,6 +1,6 @@
 """Parse the ATG paper's taskset tables (App. A.6, Tables 6-11) into published split files.
 
-`python -m splits.published_tables --paper PATH [--output splits/published/atg]` writes
+`python -m splits.published_tables --paper PATH [--output episodes/records/published/atg]` writes
 `<dataset>_D<R>.json` for CIFAR-100, mini-ImageNet, EMNIST, LFW10 and tiered-ImageNet at
 D = 0.04, 0.32, 0.64, 0.96, keeping the class indices exactly as printed (with the index
 convention; see `episodes.records.index_conventions`).  Each table row is checked: indices in range, no
@@ -16,11 +16,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from episodes.records.published_splits import PUBLISHED_DIR
 from episodes.records.split_file import SplitFile
 from splits.published import regeneration_parser, write_published_files
 
+__all__ = [
+    "DEFAULT_OUT_DIR",
+    "PAPER",
+    "TABLE_DATASETS",
+    "TEXT_SIZE_NOTES",
+    "TableDataset",
+    "TableParseError",
+    "build_parser",
+    "main",
+    "parse_tables",
+    "published_file_name",
+]
+
 PAPER = "Arnold & Sha, 'Embedding Adaptation is Still Needed for Few-Shot Learning', appendix A.6"
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "published" / "atg"
+DEFAULT_OUT_DIR = PUBLISHED_DIR / "atg"
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,8 @@
-"""Seeded random class splits (the ATG paper's 'Random' tasksets, equivalent to R = 0).
+"""Moved: random splits are the split method `splits.methods.random` (`algorithm.random_split`).
 
-`python -m splits make --method random --dataset DIR --fractions 0.7 0.15 0.15 --seed 0
---output FILE` (`splits.methods.random`; `python -m splits.random`, the old name, runs it for
-one release). The one fraction rule of `split_sizes` (valid and test get floor(f * N) classes,
-train the rest, no asked-for split empty), shared with `convert --split-fractions`: the same
-class names, fractions and seed give the same split.
+Until version 0.3.0 the old command `python -m splits.random ...` runs `python -m splits make
+--method random ...` after a one-line note, and `from splits.random import random_split` gives
+the new function with a DeprecationWarning.
 """
 
 from __future__ import annotations
@@ -13,27 +11,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from episodes.records.split_file import SplitFile
-from splits.split_sizes import DEFAULT_FRACTIONS, split_by_fractions
+from episodes.util.moved_modules import moved_names
 
+__all__ = ["build_parser", "main"]
 
-def random_split(
-    class_names: Sequence[str],
-    fractions: Sequence[float] = DEFAULT_FRACTIONS,
-    seed: int = 0,
-    dataset: str = "dataset",
-) -> SplitFile:
-    """Shuffle the classes with `seed` and cut them into train / valid / test by `fractions`
-    (`split_sizes.split_by_fractions`)."""
-    train, valid, test = split_by_fractions(class_names, fractions, seed)
-    return SplitFile(
-        dataset=dataset,
-        method="random",
-        train=train,
-        valid=valid,
-        test=test,
-        parameters={"seed": int(seed), "fractions": [float(f) for f in fractions]},
-    )
+__getattr__ = moved_names(__name__, {"random_split": "splits.methods.random.algorithm"})
 
 
 def build_parser() -> argparse.ArgumentParser:

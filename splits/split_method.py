@@ -20,6 +20,8 @@ from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.split_file import SplitFile
 from splits.class_names import ClassList, read_class_list
 
+__all__ = ["PlannedSplit", "SplitInputs", "SplitMethod"]
+
 
 @dataclass(frozen=True)
 class SplitInputs:

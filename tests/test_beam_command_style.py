@@ -10,7 +10,7 @@ from beam_pipelines.old_positional import positional_as_flag
 from episodes.images.decoded_cache import cache_path
 from tests.test_reader_fixtures import write_dataset
 
-NOTE = "note: the positional folder {} is now --dataset {}; the old form goes in the next release"
+NOTE = "note: the positional folder {} is now --dataset {}; the old form goes in version 0.3.0"
 
 
 @pytest.fixture

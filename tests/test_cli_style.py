@@ -23,10 +23,10 @@ PACKAGES = ("episodes", "beam_pipelines", "splits", "learners")
 # `python -m` entry points that are not user commands (worker processes, moved-name shims).
 NOT_COMMANDS = {
     "beam_pipelines.local_worker",
-    "episodes.decode_processes",
+    "episodes.reading.decode_processes",
     "episodes.util.worker_processes",
     "beam_pipelines.embed",
-    "beam_pipelines.glyph_dataset",
+    "episodes.glyph_dataset",
 }
 BEAM_FLAGS = {"--direct_num_workers"}  # Beam's PipelineOptions spelling, passed through to Beam
 KEBAB = re.compile(r"^--[a-z0-9]+(-[a-z0-9]+)*$")
@@ -137,7 +137,7 @@ def test_old_spellings_still_parse_with_one_note_each(capsys):
     assert (args.output, args.jpeg_quality, args.command, args.k_shots) == ("A", 80, "pool", 5)
     notes = capsys.readouterr().err.splitlines()
     assert notes == [
-        f"note: {old} is now {new}; the old spelling goes in the next release"
+        f"note: {old} is now {new}; the old spelling goes in version 0.3.0"
         for old, new in (
             ("--out", "--output"),
             ("--jpeg_quality", "--jpeg-quality"),
@@ -176,8 +176,8 @@ def test_old_positionals_become_their_options_with_one_note_each(capsys):
     args, rest = parser.parse_known_args(["s3://b/d", "here", "--s3_region_name", "eu"])
     assert (args.dataset, args.output, rest) == (["s3://b/d"], "here", ["--s3_region_name", "eu"])
     assert capsys.readouterr().err.splitlines() == [
-        "note: the positional URL is now --dataset URL; the old form goes in the next release",
-        "note: the positional LOCAL is now --output LOCAL; the old form goes in the next release",
+        "note: the positional URL is now --dataset URL; the old form goes in version 0.3.0",
+        "note: the positional LOCAL is now --output LOCAL; the old form goes in version 0.3.0",
     ]
     # The new form: a value of an unknown (Beam) flag is never taken for an old positional.
     args, rest = parser.parse_known_args(
@@ -187,3 +187,23 @@ def test_old_positionals_become_their_options_with_one_note_each(capsys):
     assert capsys.readouterr().err == ""
     with pytest.raises(SystemExit):
         parser.parse_args([])  # still required: one of the two forms
+
+
+def test_a_usage_error_is_one_line_in_every_command(capsys):
+    """Issue 30: a wrong flag is one `error:` line pointing at --help (argparse printed the
+    whole usage first, 30-60 lines), for every command and sub-command."""
+    checked = 0
+    for module in commands():
+        for name, parser in command_parsers(module):
+            if not isinstance(parser, argparse.ArgumentParser) or "--help" not in str(
+                parser._option_string_actions
+            ):
+                continue
+            with pytest.raises(SystemExit) as stopped:
+                parser.parse_args(["--no-such-flag-here"])
+            err = capsys.readouterr().err
+            assert stopped.value.code == 2, name
+            assert err.count("\n") == 1 and err.startswith("error: "), (name, err)
+            assert err.rstrip().endswith(" --help)"), (name, err)
+            checked += 1
+    assert checked >= 25

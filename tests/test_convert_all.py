@@ -90,8 +90,8 @@ def test_outputs_equal_single_source_runs(raw_root, converted, tmp_path):
 
 
 def test_multi_source_reader_takes_the_folders(converted):
-    from episodes.reader import EpisodeReader
-    from episodes.sampler_config import SamplerConfig
+    from episodes.reading.reader import EpisodeReader
+    from episodes.sampling.sampler_config import SamplerConfig
 
     _, out, _ = converted
     config = SamplerConfig.fixed(ways=3, shots=1, query=1)

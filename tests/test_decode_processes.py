@@ -11,21 +11,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from episodes.decode_processes import (
+from episodes.reading.decode_processes import (
     BUSY_SHARES,
     DecodeProcessError,
     check_shared_memory_room,
     share_count,
     split_rows,
 )
-from episodes.episode import EpisodeDescription
-from episodes.read import EpisodeReader, ReaderError
+from episodes.reading.reader import EpisodeReader
 from episodes.records.dataset_spec import Split
 from episodes.records.example_proto import encode_image_example
+from episodes.records.reader_errors import ReaderError
 from episodes.records.record_index import index_path_for
 from episodes.records.record_reader import CorruptRecordError
 from episodes.records.tfrecord_io import write_records
-from episodes.sampler import SamplerConfig
+from episodes.sampling.episode import EpisodeDescription
+from episodes.sampling.sampler import SamplerConfig
 from tests.test_reader_fixtures import ListSampler, solid_image, write_dataset
 
 SHM = Path("/dev/shm")
@@ -246,8 +247,8 @@ def test_a_forked_child_leaves_the_parents_workers_and_memory_alone(toy):
 UNGUARDED_SCRIPT = """
 import sys
 import numpy as np
-from episodes.reader import EpisodeReader
-from episodes.sampler import SamplerConfig
+from episodes.reading.reader import EpisodeReader
+from episodes.sampling.sampler import SamplerConfig
 
 # Top level, no `if __name__ == "__main__":` guard, as in a notebook turned into a script.
 config = SamplerConfig(min_ways=2, max_ways=3)

@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from episodes.description_prefetch import DescriptionPrefetcher
 from episodes.images.decoded_cache import write_decoded_cache
-from episodes.read import EpisodeReader, ReaderError
+from episodes.reading.description_prefetch import DescriptionPrefetcher
+from episodes.reading.reader import EpisodeReader
 from episodes.records.dataset_spec import Split
-from episodes.sampler import EpisodeSampler, SamplerConfig
+from episodes.records.reader_errors import ReaderError
+from episodes.sampling.sampler import EpisodeSampler, SamplerConfig
 from tests.test_reader_fixtures import ListSampler, write_dataset
 
 

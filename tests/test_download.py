@@ -10,6 +10,7 @@ import errno
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -424,3 +425,27 @@ def test_fetch_quotes_spaces_and_shows_rate_and_eta(tmp_path, server, capsys):
 def test_tfds_source_has_nothing_to_download(tmp_path, capsys):
     code, _, err = run(["--source", "tfds", "--output", str(tmp_path / "raw")], capsys)
     assert code == 2 and "tfds build" in err and err.count("\n") == 1
+
+
+def test_nothing_fetched_says_so_and_leaves_no_folder(tmp_path, monkeypatch, capsys):
+    """Issue 30: a server that never answers leaves no .part, so the line does not claim one
+    is kept, and the folders made for the files go again."""
+    fixture = tmp_path / "fixture"
+    fixture.mkdir()
+    write_omniglot_fixture(fixture, zipped=True)
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    lines = [
+        (f"http://127.0.0.1:{port}/{name}", (fixture / name).read_bytes(), name)
+        for name in declared_names(OmniglotSource)
+    ]
+    register(tmp_path, monkeypatch, "omniglot", lines)
+    raw = tmp_path / "new" / "raw"
+    argv = ["--source", "omniglot", "--output", str(raw), "--retries", "0", "--backoff-s", "0"]
+    code, _, err = run(argv, capsys)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 2, err
+    assert all("nothing was written, run again to retry" in line for line in errors), errors
+    assert "is kept" not in err
+    assert not (tmp_path / "new").exists()

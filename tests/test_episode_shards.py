@@ -10,8 +10,8 @@ import pytest
 
 from beam_pipelines.episodes import main as shards_main
 from beam_pipelines.episodes import write_episode_shards
-from episodes.episode import EpisodeDescription
-from episodes.episode_shards import (
+from episodes.reading.episode_shards import (
+    MANIFEST,
     EpisodeShardReader,
     ShardError,
     decode_episode,
@@ -19,9 +19,10 @@ from episodes.episode_shards import (
     shard_file_name,
     shard_files,
 )
-from episodes.reader import EpisodeReader
+from episodes.reading.reader import EpisodeReader
 from episodes.records.dataset_spec import Split
-from episodes.sampler import SamplerConfig
+from episodes.sampling.episode import EpisodeDescription
+from episodes.sampling.sampler import SamplerConfig
 from tests.conftest import make_local_runner
 from tests.test_reader_fixtures import write_dataset
 
@@ -223,3 +224,21 @@ def test_default_shard_count_is_measured_from_the_first_episodes(toy, tmp_path, 
     expected = shards_module.default_num_shards(30, sum(sizes) / len(sizes))
     assert manifest["num_shards"] == expected and 7 <= expected <= 8
     assert sum(manifest["episodes_per_file"]) == 30 and len(manifest["files"]) == expected
+
+
+def test_a_shards_folder_given_as_a_dataset_is_named_as_shards(tmp_path):
+    """Issue 30: a finished shards folder is not 'an incomplete dataset'."""
+    from episodes.records.dataset_spec import SpecError
+    from episodes.records.local_dataset import require_local_dataset
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "shard_00000.tfrecords").write_bytes(b"")
+    (shards / MANIFEST).write_text("{}")
+    with pytest.raises(
+        SpecError, match="episode shards .*not a converted dataset.*--episode-shards"
+    ):
+        require_local_dataset(shards)
+    (shards / MANIFEST).unlink()
+    with pytest.raises(SpecError, match="incomplete dataset"):
+        require_local_dataset(shards)

@@ -1,5 +1,6 @@
-"""CONTRIBUTING.md's promise: a source, a learner or a split method is added by writing its one
-module (plus, for a source, its fixture and its test), never by editing a list elsewhere.
+"""CONTRIBUTING.md's promise: a source, a learner, a split method or a sampling mode is added by
+writing its one module (plus, for a source, its fixture and its test), never by editing a list
+elsewhere.
 
 Each test writes a throw-away module into a temporary folder put on its package's `__path__`,
 then finds it through the registry and uses it through the real command, flags included. The
@@ -17,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 import tests
@@ -24,6 +26,7 @@ from beam_pipelines import sources as source_registry
 from beam_pipelines.sources.base import Source
 from episodes.records.dataset_spec import load_spec
 from episodes.records.split_file import SplitFile
+from episodes.util.cli_errors import UserError
 from tests.source_test_case import SourceTestCase
 from tests.test_learners_cli import TINY
 
@@ -138,7 +141,7 @@ def test_a_split_method_is_one_module(monkeypatch, tmp_path, capsys):
     from splits import make
 
     _plant(monkeypatch, tmp_path, splits.methods, "toy_head", TOY_SPLIT_METHOD)
-    monkeypatch.setattr(splits.methods, "_REGISTRY", dict(splits.methods._REGISTRY))
+    monkeypatch.setattr(splits.methods.METHODS, "classes", dict(splits.methods.METHODS.classes))
     assert "toy_head" in splits.methods.method_names()
     assert "--train-classes" in make.build_parser("toy_head").format_help()
 
@@ -155,6 +158,71 @@ def test_a_split_method_is_one_module(monkeypatch, tmp_path, capsys):
     )
     assert make.main([*argv, "--train-classes", "0", "--overwrite"]) == 2
     assert "--train-classes 0: expected >= 1" in capsys.readouterr().err
+
+
+TOY_SAMPLING_MODE = '''
+    """A throw-away sampling mode: Meta-Dataset's episodes 0 .. PERIOD-1, over and over."""
+
+    from dataclasses import dataclass, replace
+
+    from episodes.sampling.modes import register_mode
+    from episodes.sampling.sampler import EpisodeSampler, EpisodeStream
+    from episodes.sampling.sampling_mode import SamplingMode, mode_option
+
+
+    @dataclass(frozen=True)
+    class ToyRepeatOptions:
+        toy_period: int = mode_option(help="episodes before the stream repeats", metavar="N")
+
+
+    class Repeating(EpisodeStream):
+        def __init__(self, inner, period):
+            self.inner, self.period = inner, period
+
+        def episode(self, index):
+            return replace(self.inner.episode(index % self.period), episode_index=index)
+
+
+    @register_mode
+    class ToyRepeatMode(SamplingMode):
+        name = "toy_repeat"
+        summary = "a few episodes, repeated"
+        Options = ToyRepeatOptions
+        recorded = ("toy_period",)
+
+        def sampler(self, specs, split, config, seed):
+            inner = EpisodeSampler(specs[0], split, config, seed)
+            return Repeating(inner, self.options.toy_period)
+
+        def record(self):
+            return {"toy_period": self.options.toy_period}
+'''
+
+
+def test_a_sampling_mode_is_one_module(monkeypatch, tmp_path, capsys):
+    import episodes.sampling.modes as modes
+    from beam_pipelines import episodes as shards_cli
+    from episodes import read
+    from tests.test_reader_fixtures import write_dataset
+
+    for name in modes.mode_names():  # the shipped modes registered first, in the kept registry
+        modes.mode_class(name)
+    _plant(monkeypatch, tmp_path, modes, "toy_repeat", TOY_SAMPLING_MODE)
+    monkeypatch.setattr(modes.MODES, "classes", dict(modes.MODES.classes))
+    assert "toy_repeat" in modes.mode_names()
+    for parser in (read.build_parser(), shards_cli.build_parser()):
+        assert "--toy-period" in parser.format_help()
+    toy = write_dataset(tmp_path / "toy")
+    argv = ["--dataset", str(toy.root), "--split", "test", "--episodes", "4", "--ways", "2"]
+    argv += ["--no-use-dag-hierarchy", "--no-use-bilevel-hierarchy", "--decode-processes", "0"]
+    assert read.main([*argv, "--toy-period", "2"]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if "  name" not in line]
+    table = [line.split()[:2] for line in printed if line.startswith("      ")]
+    assert table[:4] == table[4:8] and table[:2] != table[2:4]  # episodes 2, 3 repeat 0, 1
+    mode = modes.get_mode("toy_repeat", toy_period=2)
+    assert modes.manifest_fields(mode) == {"lambda": None, "base_split": None, "toy_period": 2}
+    with pytest.raises(UserError, match="options of different sampling modes"):
+        read.main([*argv, "--toy-period", "2", "--lambda", "0.5"])
 
 
 TOY_LEARNER = '''
@@ -242,7 +310,8 @@ def test_every_split_method_and_learner_module_registers_itself():
     from learners.methods import registry
 
     for name in splits.methods.method_names():
-        assert splits.methods.method_class(name).__module__ == f"splits.methods.{name}"
+        module = splits.methods.method_class(name).__module__
+        assert module in (f"splits.methods.{name}", f"splits.methods.{name}.method"), module
     modules = {entry.learner.__module__ for entry in registry.registered().values()}
     package = REPO / "learners" / "methods"
     planted = {
@@ -262,10 +331,11 @@ def test_contributing_names_only_files_that_exist():
         "tests/raw_fixtures/<name>.py",
         "tests/test_source_<name>.py",
         "learners/methods/<name>.py",
-        "splits/methods/<name>.py",
+        "splits/methods/<name>/method.py",
+        "episodes/sampling/modes/<name>.py",
     ):
         assert f"`{template}`" in text, template
-        assert (REPO / template.rsplit("/", 1)[0]).is_dir(), template
+        assert (REPO / template[: template.index("<name>")].rsplit("/", 1)[0]).is_dir(), template
     named = set(re.findall(r"`([a-z_]+/[A-Za-z0-9_./]+)`", text))
     assert len(named) >= 10
     missing = sorted(n for n in named if not (REPO / n).exists())

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from episodes.glyph_dataset import GlyphDatasetConfig, GlyphDatasetError, generate
-from episodes.glyph_dataset.alphabet_plan import plan_alphabets
-from episodes.glyph_dataset.cli import main
-from episodes.glyph_dataset.config import BACKGROUND, EVALUATION
-from episodes.glyph_dataset.glyph_selection import alphabet_catalogue
-from episodes.glyph_dataset.manifest import MANIFEST_NAME
-from episodes.glyph_dataset.script_groups import MAX_ALPHABET_SIZE, MIN_ALPHABET_SIZE
+from beam_pipelines.glyph_dataset import GlyphDatasetConfig, GlyphDatasetError, generate
+from beam_pipelines.glyph_dataset.alphabet_plan import plan_alphabets
+from beam_pipelines.glyph_dataset.cli import main
+from beam_pipelines.glyph_dataset.config import BACKGROUND, EVALUATION
+from beam_pipelines.glyph_dataset.glyph_selection import alphabet_catalogue
+from beam_pipelines.glyph_dataset.manifest import MANIFEST_NAME
+from beam_pipelines.glyph_dataset.script_groups import MAX_ALPHABET_SIZE, MIN_ALPHABET_SIZE
 
 REPO = Path(__file__).resolve().parents[1]
 FILE_NAME = re.compile(r"^(\d{4})_(\d{2})\.png$")
@@ -274,7 +274,7 @@ GLYPH_IMPORTS = {"numpy", "PIL", "matplotlib", "fontTools", "scipy"}
 def test_the_package_imports_only_its_libraries_and_episodes_util():
     import ast
 
-    package = REPO / "episodes" / "glyph_dataset"
+    package = REPO / "beam_pipelines" / "glyph_dataset"
     found = set()
     for path in sorted(package.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -286,9 +286,9 @@ def test_the_package_imports_only_its_libraries_and_episodes_util():
         name
         for name in found
         if name.split(".")[0] not in sys.stdlib_module_names | GLYPH_IMPORTS
-        and not name.startswith(("episodes.util.", "episodes.glyph_dataset"))
+        and not name.startswith(("episodes.util.", "beam_pipelines.glyph_dataset"))
     }
-    assert not outside, f"episodes/glyph_dataset imports {sorted(outside)}"
+    assert not outside, f"beam_pipelines/glyph_dataset imports {sorted(outside)}"
     assert "episodes.util.progress_lines" in found  # progress in the toolkit's one format
 
 
@@ -319,27 +319,28 @@ def test_cli_prints_summary(tmp_path, capsys):
 
 
 def test_python_m_package_and_its_old_name_write_the_same_bytes(tmp_path):
-    """`python -m episodes.glyph_dataset` runs the package's __main__ (spawned workers too);
-    the old `python -m beam_pipelines.glyph_dataset` still runs it, with a one-line note."""
+    """`python -m beam_pipelines.glyph_dataset` runs the package's __main__ (spawned workers too);
+    the old `python -m episodes.glyph_dataset` still runs it, with a one-line note."""
     args = ["--alphabets", "2", "--examples", "2", "--max-characters", "2", "--quiet"]
     runs = {}
-    for module in ("episodes.glyph_dataset", "beam_pipelines.glyph_dataset"):
+    for module in ("beam_pipelines.glyph_dataset", "episodes.glyph_dataset"):
         out = tmp_path / module
         command = [sys.executable, "-m", module, "--output", str(out), *args, "--workers", "2"]
         runs[module] = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
         assert runs[module].returncode == 0, runs[module].stderr
         assert "Generated in" in runs[module].stdout
-    assert runs["episodes.glyph_dataset"].stderr == ""
-    assert runs["beam_pipelines.glyph_dataset"].stderr.startswith(
-        "note: python -m beam_pipelines.glyph_dataset is now python -m episodes.glyph_dataset"
+    assert runs["beam_pipelines.glyph_dataset"].stderr == ""
+    assert runs["episodes.glyph_dataset"].stderr.startswith(
+        "note: python -m episodes.glyph_dataset is now python -m beam_pipelines.glyph_dataset; "
+        "the old name goes in version 0.3.0"
     )
-    assert _files(tmp_path / "episodes.glyph_dataset") == _files(
-        tmp_path / "beam_pipelines.glyph_dataset"
+    assert _files(tmp_path / "beam_pipelines.glyph_dataset") == _files(
+        tmp_path / "episodes.glyph_dataset"
     )
-    bad = [sys.executable, "-m", "episodes.glyph_dataset", "--output", str(tmp_path / "x")]
+    bad = [sys.executable, "-m", "beam_pipelines.glyph_dataset", "--output", str(tmp_path / "x")]
     failed = subprocess.run([*bad, "--size", "8"], capture_output=True, text=True, cwd=REPO)
     assert failed.returncode == 2 and failed.stderr == (
-        "python -m episodes.glyph_dataset: error: --size must be between 28 and 512 pixels, got 8\n"
+        "error: --size must be between 28 and 512 pixels, got 8\n"
     )
 
 

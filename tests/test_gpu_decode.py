@@ -16,8 +16,9 @@ from PIL import Image
 from episodes.images.gpu_decode import gpu_decode_problem, reference_resize_torch
 from episodes.images.image_decode import decode_image
 from episodes.images.reference_resize import reference_resize_into
-from episodes.read import EpisodeReader, ReaderError
-from episodes.sampler import SamplerConfig
+from episodes.reading.reader import EpisodeReader
+from episodes.records.reader_errors import ReaderError
+from episodes.sampling.sampler import SamplerConfig
 from tests.test_reader_fixtures import write_dataset
 
 CUDA = torch.cuda.is_available() and gpu_decode_problem("cuda") is None

@@ -1,8 +1,11 @@
-"""The import direction inside `episodes/` and between the repo's packages (issue 11).
+"""The import direction inside `episodes/` and `splits/` and between the repo's packages
+(issues 11 and 35).
 
 Every module's imports, top-level and inside functions (`if TYPE_CHECKING:` blocks aside, they
-run only for type checkers), are read with `ast`. Checked: `episodes` imports only downward
-through the layers of LAYERS; it never imports `learners`, `beam_pipelines` or `splits`; the
+run only for type checkers), are read with `ast`. Checked: the packages import only down
+PACKAGE_LAYERS (no back edge, no two packages importing each other); `episodes` imports only
+downward through the layers of LAYERS, and its root holds only commands and old names;
+`splits` imports only downward through SPLITS_LAYERS and no split method imports another; the
 glyph dataset generator imports only itself and `episodes.util`; no module graph cycle among
 the repo's packages. Importing `a.b.c` runs `a/__init__` and `a/b/__init__` too, but those
 implicit edges are not counted: a package's `__init__` importing its own modules is not a cycle.
@@ -27,35 +30,54 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "util": ("episodes", "episodes.util.*"),
     "records": ("episodes.records.*",),
     "images / hierarchy": ("episodes.images.*", "episodes.hierarchy.*"),
-    "sampling": (
-        "episodes.episode",
-        "episodes.episode_stats",
-        "episodes.fixml",
-        "episodes.fixml_records",
-        "episodes.sampler",
-        "episodes.sampler_config",
-        "episodes.sampler_factory",
-        "episodes.sampler_formulas",
-    ),
-    "reading": (
-        "episodes.decode_processes",
-        "episodes.description_prefetch",
-        "episodes.episode_grid",
-        "episodes.episode_shards",
-        "episodes.reader",
-    ),
-    "adapters": (
-        "episodes.episode_cli",
-        "episodes.fetch",
-        "episodes.glyph_dataset.*",
-        "episodes.read",
-        "episodes.tf_adapter",
-        "episodes.torch_adapter",
-    ),
+    "sampling": ("episodes.sampling.*",),
+    "reading": ("episodes.reading.*",),
+    "adapters": ("episodes.adapters.*",),
+    "commands": ("episodes.fetch", "episodes.fixml", "episodes.glyph_dataset", "episodes.read"),
 }
 NEVER_IMPORTED_BY_EPISODES = ("learners", "beam_pipelines", "splits")
-GLYPH_DATASET = "episodes.glyph_dataset"
-GLYPH_DATASET_MAY_IMPORT = ("episodes.glyph_dataset", "episodes.util")
+GLYPH_DATASET = "beam_pipelines.glyph_dataset"
+GLYPH_DATASET_MAY_IMPORT = ("beam_pipelines.glyph_dataset", "episodes.util")
+
+# The packages, lowest first (DESIGN.md): a package imports only packages of a lower layer, so
+# what two packages share goes down to the lower one (`beam_pipelines` and `learners`, one
+# layer, import neither each other).
+PACKAGE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("episodes",),
+    ("beam_pipelines", "learners"),
+    ("splits",),
+    ("benchmarks",),
+)
+
+# Layers of `splits`, lowest first (as LAYERS).
+SPLITS_LAYERS: dict[str, tuple[str, ...]] = {
+    "files": (
+        "splits",
+        "splits.class_names",
+        "splits.embeddings",
+        "splits.embeddings.embeddings_file",
+        "splits.parameter_flags",
+        "splits.split_method",
+    ),
+    "methods": ("splits.methods.*",),
+    "embedding job": (
+        "splits.embeddings.feature_extractor",
+        "splits.embeddings.pipeline",
+        "splits.embeddings.pretrain",
+    ),
+    "commands": (
+        "splits.__main__",
+        "splits.analyze",
+        "splits.atg",
+        "splits.embed",
+        "splits.make",
+        "splits.published",
+        "splits.published_meta_dataset",
+        "splits.published_tables",
+        "splits.random",
+        "splits.semantic",
+    ),
+}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -250,6 +272,72 @@ def test_episodes_never_imports_learners_beam_pipelines_or_splits():
     assert outside == []
 
 
+def package_back_edges(
+    graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]
+) -> list[str]:
+    """'a imports b' for every import of a package of the same or a higher layer."""
+    level = {package: k for k, names in enumerate(layers) for package in names}
+    found = []
+    for module in sorted(graph):
+        own = module.split(".")[0]
+        for target in sorted(graph[module]):
+            theirs = target.split(".")[0]
+            if theirs != own and level.get(theirs, -1) >= level.get(own, len(layers)):
+                found.append(f"{module} ({own}) imports {target} ({theirs})")
+    return found
+
+
+FULL_GRAPH = import_graph(REPO, (*PACKAGES, "benchmarks"))
+
+
+def test_packages_import_only_lower_layers():
+    assert {p for layer in PACKAGE_LAYERS for p in layer} == {*PACKAGES, "benchmarks"}
+    assert package_back_edges(FULL_GRAPH, PACKAGE_LAYERS) == []
+
+
+def test_the_episodes_root_holds_only_commands_and_old_names():
+    """Library modules live in the sub-packages by role; what stays at the root is a
+    `python -m` command or a module kept for its old names (until 0.3.0)."""
+    loose = []
+    for path in sorted((REPO / "episodes").glob("*.py")):
+        text = path.read_text()
+        if path.name != "__init__.py" and not (
+            '__name__ == "__main__"' in text or "moved_names(" in text
+        ):
+            loose.append(path.name)
+    assert not loose, f"library modules at the root of episodes/: {loose}"
+
+
+def test_every_splits_module_has_a_layer():
+    missing = [
+        m
+        for m in sorted(GRAPH)
+        if m.split(".")[0] == "splits" and layer_of(m, SPLITS_LAYERS) is None
+    ]
+    assert not missing, (
+        "modules of splits/ without a layer; add each to SPLITS_LAYERS in "
+        "tests/test_import_layers.py: " + ", ".join(missing)
+    )
+
+
+def test_splits_imports_only_downward():
+    assert upward_imports(GRAPH, "splits", SPLITS_LAYERS) == []
+
+
+def test_a_split_method_imports_no_other_method():
+    def method_of(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if parts[:2] == ["splits", "methods"] and len(parts) > 2 else None
+
+    found = [
+        f"{module} imports {target}"
+        for module in sorted(GRAPH)
+        for target in sorted(GRAPH[module])
+        if method_of(module) and method_of(target) and method_of(module) != method_of(target)
+    ]
+    assert found == []
+
+
 def test_glyph_dataset_imports_only_itself_and_util():
     assert imports_outside(GRAPH, GLYPH_DATASET, GLYPH_DATASET_MAY_IMPORT) == []
 
@@ -261,10 +349,10 @@ def test_no_import_cycles_among_the_repo_packages():
 
 def test_the_graph_sees_function_level_imports_and_skips_type_checking():
     # episodes.read imports the episode grid inside main(); the sampler factory imports the
-    # sampler inside make_sampler (`from episodes import sampler`).
-    assert "episodes.episode_grid" in GRAPH["episodes.read"]
-    assert "episodes.sampler" in GRAPH["episodes.sampler_factory"]
-    assert "episodes.fixml" in GRAPH["episodes.sampler_factory"]
+    # sampling modes inside legacy_mode (`from episodes.sampling.modes import get_mode`).
+    assert "episodes.reading.episode_grid" in GRAPH["episodes.read"]
+    assert "episodes.sampling.modes" in GRAPH["episodes.sampling.sampler_factory"]
+    assert "episodes.sampling.fixml" in GRAPH["episodes.sampling.modes.mixed"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,6 +400,20 @@ def test_the_checker_finds_a_planted_cycle_and_an_upward_import(tmp_path):
     assert layer_of("pkg.new", layers) is None  # a new module without a layer is noticed
     assert layer_of("pkg.low", layers) == 0
     assert imports_outside(graph, "pkg.low", ("pkg.low",)) == ["pkg.low.base imports pkg.top"]
+
+
+def test_the_package_checker_finds_a_back_edge_and_a_sibling_import():
+    graph = {
+        "low.a": {"high.b"},  # a back edge
+        "mid.c": {"low.a", "side.d"},  # a sibling of the same layer
+        "side.d": {"low.a"},
+        "high.b": {"mid.c", "low.a"},
+    }
+    layers = (("low",), ("mid", "side"), ("high",))
+    assert package_back_edges(graph, layers) == [
+        "low.a (low) imports high.b (high)",
+        "mid.c (mid) imports side.d (side)",
+    ]
 
 
 def test_the_checker_passes_a_clean_package(tmp_path):

@@ -28,10 +28,10 @@ from beam_pipelines.sources.ilsvrc import TRAIN_TAR, IlsvrcSource
 from beam_pipelines.sources.omniglot import OmniglotSource
 from beam_pipelines.sources.traffic_sign import TrafficSignSource
 from episodes import fetch as fetch_cli
-from episodes.reader import EpisodeReader
+from episodes.reading.reader import EpisodeReader
 from episodes.records.dataset_spec import SpecError
 from episodes.records.object_uploads import bucket_and_key
-from episodes.sampler_config import SamplerConfig
+from episodes.sampling.sampler_config import SamplerConfig
 from tests.conftest import make_local_runner
 from tests.raw_fixtures.aircraft import write_aircraft_fixture
 from tests.raw_fixtures.dtd import write_dtd_fixture

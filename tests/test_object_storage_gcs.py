@@ -179,8 +179,8 @@ def test_gs_access_faults_are_one_line_at_once(gcs, tmp_path):
 def test_decode_workers_start_after_a_default_socket_timeout(tmp_path):
     """Beam's GCS client calls socket.setdefaulttimeout(60), which makes every new socket
     non-blocking; the reader's decode workers (a socket pair each) must still start."""
-    from episodes.reader import EpisodeReader
-    from episodes.sampler_config import SamplerConfig
+    from episodes.reading.reader import EpisodeReader
+    from episodes.sampling.sampler_config import SamplerConfig
     from tests.test_reader_fixtures import write_dataset
 
     toy = write_dataset(tmp_path / "toy")

@@ -200,7 +200,8 @@ def test_bad_values_are_refused_in_one_line(tmp_path: Path, capsys) -> None:
 
 def test_a_recipes_head_can_be_overridden_alone(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    argv = ["--recipe", "meta_dataset/knn", "--synthetic", "--output", str(run), *TINY]
+    argv = ["--recipe", "meta_dataset/pretrain_wide_resnet", "--synthetic", "--output", str(run)]
+    argv += TINY
     argv += ["--episodes", "2", "--validation-episodes", "0", "--batch-size", "8"]
     assert train_cli.main([*argv, "--pretrain-head", "linear"]) == 0
     config = json.loads((run / "config.json").read_text())

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from episodes.episode import EpisodeDescription
 from episodes.images.decoded_cache import (
     DecodedCache,
     DecodedCacheError,
@@ -23,13 +22,16 @@ from episodes.images.decoded_cache import (
     write_decoded_cache,
 )
 from episodes.images.image_decode import ImageDecodeError, decode_image, decode_images
-from episodes.read import EpisodeReader, ReaderError, main
+from episodes.read import main
+from episodes.reading.reader import EpisodeReader
 from episodes.records.dataset_spec import SpecError, Split
 from episodes.records.example_proto import encode_image_example
+from episodes.records.reader_errors import ReaderError
 from episodes.records.record_index import RecordIndexError, index_path_for
 from episodes.records.record_reader import CorruptRecordError
 from episodes.records.tfrecord_io import write_records
-from episodes.sampler import SamplerConfig, SamplerError
+from episodes.sampling.episode import EpisodeDescription
+from episodes.sampling.sampler import SamplerConfig, SamplerError
 from episodes.util.cli_errors import UserError
 from tests.test_reader_fixtures import (
     ListSampler,
@@ -284,7 +286,7 @@ def test_read_only_reference_dataset_keeps_its_index_in_the_cache_folder(tmp_pat
 def test_decoded_cache_gives_the_same_arrays_and_detects_other_records(
     tmp_path, monkeypatch, pool_bytes
 ):
-    monkeypatch.setattr("episodes.reader.POOL_GATHER_BYTES", pool_bytes)
+    monkeypatch.setattr("episodes.reading.reader.POOL_GATHER_BYTES", pool_bytes)
     toy = write_dataset(tmp_path / "toy", per_class=(24,) * 9)
     config = SamplerConfig.fixed(ways=3, shots=10, query=12)  # 66 images: 2 gather tasks
     decoded = EpisodeReader(toy.root, "test", config, image_size=12, decoded_cache="never")

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from episodes.reader import EpisodeReader
+from episodes.adapters.torch_adapter import EpisodeDataset, episode_loader, worker_indices
+from episodes.reading.reader import EpisodeReader
 from episodes.records.record_index import index_path_for
-from episodes.sampler import SamplerConfig
-from episodes.torch_adapter import EpisodeDataset, episode_loader, worker_indices
+from episodes.sampling.sampler import SamplerConfig
 from tests.test_reader_fixtures import write_dataset
 
 CONFIG = SamplerConfig.fixed(ways=3, shots=2, query=2)
@@ -72,7 +72,7 @@ def test_torch_dataset_channels_first_and_float(toy):
 
 def test_tf_dataset_equals_the_numpy_reader(toy):
     tf = pytest.importorskip("tensorflow")
-    from episodes.tf_adapter import make_tf_dataset
+    from episodes.adapters.tf_adapter import make_tf_dataset
 
     reader = EpisodeReader(toy.root, "test", CONFIG, seed=2, image_size=12)
     dataset = make_tf_dataset(

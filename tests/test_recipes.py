@@ -24,6 +24,12 @@ def test_the_shipped_recipes_are_listed_with_a_source_for_every_value(capsys) ->
         "meta_dataset/maml",
         "meta_dataset/proto_maml",
         "meta_dataset/finetune",
+        "meta_dataset/knn",
+        "meta_dataset/relation",
+        "meta_dataset/pretrain_resnet18",
+        "meta_dataset/pretrain_convnet",
+        "meta_dataset/pretrain_wide_resnet",
+        "meta_dataset/maml@4b909ad5",
         "dhillon/multiclass",
         "atg/multiclass",
     ):
@@ -63,6 +69,39 @@ def test_each_recipe_trains_a_few_steps_and_is_recorded(name: str, tmp_path) -> 
     if "backbone" in recipe.values:
         assert overrides["backbone"] == {"recipe": recipe.values["backbone"], "given": "cnn4"}
     assert (run / "checkpoints" / "last.pt").is_file()
+
+
+@pytest.mark.parametrize(
+    "pretrain, learner",
+    [
+        ("meta_dataset/pretrain_convnet", "meta_dataset/relation"),
+        ("meta_dataset/pretrain_resnet18", "meta_dataset/protonet"),
+        ("meta_dataset/pretrain_wide_resnet", "meta_dataset/finetune"),
+    ],
+)
+def test_a_learner_recipe_starts_from_its_pretraining_recipes_best_checkpoint(
+    pretrain: str, learner: str, tmp_path
+) -> None:
+    """Meta-Dataset's learners start from the best-validation checkpoint of a pre-training run
+    (the reference's model_27500 / 42500 / 46000): the pre-training recipe validates and keeps
+    best.pt, which the learner's recipe takes with --init-from, both on their own backbone."""
+    small = ["--image-size", "28", "--width", "0.25", "--no-progress", "--device", "cpu"]
+    small += ["--ways", "3", "--shots", "1", "--query", "2", "--validation-dataset", "all"]
+    run = tmp_path / "pretrain"
+    argv = ["--recipe", pretrain, "--synthetic", "--output", str(run), *small]
+    argv += ["--episodes", "4", "--checkpoint-every", "1", "--validation-episodes", "2"]
+    assert main([*argv, "--batch-size", "8"]) == 0
+    rows = (run / "validation.csv").read_text().splitlines()[1:]
+    accuracy = {int(r.split(",")[0]): float(r.split(",")[1]) for r in rows}
+    best_step = max(accuracy, key=lambda step: (accuracy[step], -step))
+    best = run / "checkpoints" / "best.pt"
+    started = tmp_path / "learner"
+    argv = ["--recipe", learner, "--synthetic", "--output", str(started), *small]
+    argv += ["--episodes", "1", "--validation-episodes", "0", "--init-from", str(best)]
+    assert main(argv) == 0
+    record = json.loads((started / "init_from.json").read_text())
+    assert record["checkpoint"] == str(best) and record["step"] == best_step
+    assert json.loads((started / "config.json").read_text())["extra"]["init_from"] == str(best)
 
 
 def test_a_flag_given_overrides_the_recipe(tmp_path) -> None:

@@ -15,11 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from episodes.episode_stats import episode_statistics, format_statistics
 from episodes.records.dataset_spec import DatasetSpec, SpecError, Split
-from episodes.sampler import EpisodeSampler, MultiSourceSampler, SamplerConfig, sample_episode
-from episodes.sampler_config import SamplerError
-from episodes.sampler_formulas import (
+from episodes.sampling.episode_stats import episode_statistics, format_statistics
+from episodes.sampling.sampler import (
+    EpisodeSampler,
+    MultiSourceSampler,
+    SamplerConfig,
+    sample_episode,
+)
+from episodes.sampling.sampler_config import SamplerError
+from episodes.sampling.sampler_formulas import (
     SMALL_EPISODE_RECORDS,
     _draw_sparse,
     choose_uniform,
@@ -271,7 +276,7 @@ def test_stable_hash_is_sha256_based():
 def test_same_episode_in_fresh_process_with_other_hash_seed():
     script = (
         "from tests.test_sampler import make_spec\n"
-        "from episodes.sampler import EpisodeSampler, SamplerConfig\n"
+        "from episodes.sampling.sampler import EpisodeSampler, SamplerConfig\n"
         "import json\n"
         "d = EpisodeSampler(make_spec(), 'train', SamplerConfig(), seed=9).episode(123)\n"
         "print(json.dumps(d.to_json()))\n"
@@ -441,7 +446,7 @@ def test_small_episode_path_gives_the_same_descriptions_as_the_general_one(monke
     config = SamplerConfig.fixed(5, 5, 15)  # 100 records: the small-episode path
     assert 5 * (5 + 15) <= SMALL_EPISODE_RECORDS
     fast = [EpisodeSampler(spec, "train", config, 3).episode(i) for i in range(200)]
-    monkeypatch.setattr("episodes.sampler.SMALL_EPISODE_RECORDS", 0)  # general path only
+    monkeypatch.setattr("episodes.sampling.sampler.SMALL_EPISODE_RECORDS", 0)  # general path only
     general = [EpisodeSampler(spec, "train", config, 3).episode(i) for i in range(200)]
     assert fast == general
     assert all(list(s) == sorted(s) for d in fast for s in d.support + d.query)

@@ -9,16 +9,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from episodes.fixml import (
+from episodes.records.dataset_spec import DatasetSpec, Split
+from episodes.sampling.fixml import (
     BaseHoldout,
     FixedSupportPool,
     MixedSampler,
     make_base_holdout,
     make_fixed_support_pool,
 )
-from episodes.records.dataset_spec import DatasetSpec, Split
-from episodes.sampler import EpisodeSampler, SamplerConfig
-from episodes.sampler_config import SamplerError
+from episodes.sampling.sampler import EpisodeSampler, SamplerConfig
+from episodes.sampling.sampler_config import SamplerError
 
 
 def make_spec(base=16, valid=4, novel=10, images=60) -> DatasetSpec:
@@ -347,11 +347,13 @@ def test_cli_writes_pool_and_holdout(tmp_path, capsys):
     from episodes.fixml import main
 
     spec = make_spec()
-    spec.save(tmp_path / "dataset_spec.json")
+    dataset = tmp_path / "dataset"  # outputs never go inside an input (issue 30)
+    dataset.mkdir()
+    spec.save(dataset / "dataset_spec.json")
     holdout_file, pool_file = tmp_path / "holdout.json", tmp_path / "pool.json"
-    main(["holdout", "--dataset", str(tmp_path), "--fraction", "0.2", "--seed", "1",
+    main(["holdout", "--dataset", str(dataset), "--fraction", "0.2", "--seed", "1",
           "--output", str(holdout_file)])  # fmt: skip
-    main(["pool", "--dataset", str(tmp_path), "--k", "3", "--holdout", str(holdout_file),
+    main(["pool", "--dataset", str(dataset), "--k", "3", "--holdout", str(holdout_file),
           "--output", str(pool_file)])  # fmt: skip
     holdout = BaseHoldout.load(holdout_file)
     pool = FixedSupportPool.load(pool_file)
@@ -359,13 +361,21 @@ def test_cli_writes_pool_and_holdout(tmp_path, capsys):
     assert pool == make_fixed_support_pool(spec, "train", 3, 0, holdout=holdout)
     captured = capsys.readouterr()
     assert "wrote" in captured.out and captured.err == ""
+    written = pool_file.read_bytes()
+    with pytest.raises(SystemExit):  # an existing file is replaced only with --overwrite
+        main(["pool", "--dataset", str(dataset), "--k", "2", "--output", str(pool_file)])
+    assert f"--output {pool_file}: exists (add --overwrite" in capsys.readouterr().err
+    assert pool_file.read_bytes() == written
+    main(["pool", "--dataset", str(dataset), "--k", "2", "--output", str(pool_file), "--overwrite"])
+    assert FixedSupportPool.load(pool_file) == make_fixed_support_pool(spec, "train", 2, 0)
+    capsys.readouterr()
     with pytest.raises(SystemExit):
-        main(["holdout", "--dataset", str(tmp_path), "--fraction", "0",
+        main(["holdout", "--dataset", str(dataset), "--fraction", "0",
               "--output", str(tmp_path / "x.json")])  # fmt: skip
     assert "fraction=0.0" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
     with pytest.raises(SystemExit):
-        main(["pool", "--dataset", str(tmp_path), "--dataset", str(tmp_path), "--k", "3",
+        main(["pool", "--dataset", str(dataset), "--dataset", str(dataset), "--k", "3",
               "--output", str(tmp_path / "x.json")])  # fmt: skip
     assert "--dataset given 2 times" in capsys.readouterr().err
 
@@ -375,20 +385,22 @@ def test_cli_old_form_still_works_with_notes(tmp_path, capsys):
     the positional and one for --out."""
     from episodes.fixml import main
 
-    make_spec().save(tmp_path / "dataset_spec.json")
-    main(["pool", "--dataset", str(tmp_path), "--k", "3", "--output", str(tmp_path / "new.json")])
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    make_spec().save(dataset / "dataset_spec.json")
+    main(["pool", "--dataset", str(dataset), "--k", "3", "--output", str(tmp_path / "new.json")])
     capsys.readouterr()
-    main(["pool", str(tmp_path), "--k", "3", "--out", str(tmp_path / "old.json")])
+    main(["pool", str(dataset), "--k", "3", "--out", str(tmp_path / "old.json")])
     assert (tmp_path / "old.json").read_bytes() == (tmp_path / "new.json").read_bytes()
     assert capsys.readouterr().err.splitlines() == [
-        "note: the positional SPEC is now --dataset SPEC; the old form goes in the next release",
-        "note: --out is now --output; the old spelling goes in the next release",
+        "note: the positional SPEC is now --dataset SPEC; the old form goes in version 0.3.0",
+        "note: --out is now --output; the old spelling goes in version 0.3.0",
     ]
 
 
 @pytest.mark.parametrize("where", ["all", "outside_pool"])
 def test_class_table_maps_positions_to_usable_records(where):
-    from episodes.sampler import build_class_table
+    from episodes.sampling.sampler import build_class_table
 
     spec = make_spec()
     holdout = make_base_holdout(spec, "train", fraction=0.3, seed=2)

@@ -15,7 +15,12 @@ from episodes.hierarchy.imagenet_nodes import (
     uncovered_leaves,
 )
 from episodes.records.dataset_spec import Split, load_spec
-from episodes.sampler import EpisodeSampler, MultiSourceSampler, SamplerConfig, SamplerError
+from episodes.sampling.sampler import (
+    EpisodeSampler,
+    MultiSourceSampler,
+    SamplerConfig,
+    SamplerError,
+)
 from tests.conftest import REFERENCE_DATA
 
 SPECS = REFERENCE_DATA / "dataset_specs"

@@ -49,7 +49,7 @@ def test_flags_become_typed_fields_and_old_spellings_still_parse(capsys):
     assert source.image_options().jpeg_quality == 80
     assert capsys.readouterr().err.splitlines() == [
         "note: --quickdraw_max_per_class is now --quickdraw-max-per-class; "
-        "the old spelling goes in the next release"
+        "the old spelling goes in version 0.3.0"
     ]
     ilsvrc = convert_cli.build_parser("ilsvrc_2012")
     for flag, expected in (

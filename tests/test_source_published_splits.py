@@ -1,4 +1,4 @@
-"""Published Meta-Dataset split lists (stored once, in splits/published/meta_dataset/),
+"""Published Meta-Dataset split lists (stored once, in episodes/records/published/meta_dataset/),
 --split-file read by the one split-file parser, and seeded splits shared by the sources."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from beam_pipelines.sources.published_splits import (
     resolve_class_splits,
 )
 from episodes.records.dataset_spec import Split, load_spec
+from episodes.records.published_splits import load_published
 from episodes.records.split_file import SplitFile
-from splits.published import load_published
 from tests.raw_fixtures.dtd import write_dtd_fixture
 
 DATASETS = [

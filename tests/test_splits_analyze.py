@@ -14,8 +14,9 @@ from splits.analyze import (
     task_divergence,
     ward_tree_parents,
 )
-from splits.atg import ATGConfig, atg_split_file, normalise_rows
 from splits.embeddings.embeddings_file import EmbeddingsFile
+from splits.methods.atg.algorithm import atg_split_file, normalise_rows
+from splits.methods.atg.config import ATGConfig
 
 
 def _embeddings(n=24, d=6, seed=0):
@@ -121,3 +122,30 @@ def test_summary_sizes_and_distances(atg_split):
         assert row["mean_class_distance"] > 0
     other = _embeddings(seed=9)
     assert "warning" in split_summary(atg_split, other)
+
+
+def test_summary_command_prints_a_table_or_json(tmp_path, capsys, atg_split):
+    """`summary` prints a line of sizes and one row per split pair (`make demo` runs it per
+    split file); `--json` the whole summary, as split_summary returns it."""
+    emb = _embeddings()
+    split_path, emb_path = tmp_path / "split.json", tmp_path / "emb.npz"
+    atg_split.save(split_path)
+    emb.save(emb_path)
+    args = ["summary", "--split", str(split_path), "--embeddings", str(emb_path)]
+    assert analyze.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("toy (atg): train 16, valid 4, test 4; R ")
+    assert [line.split()[0] for line in lines[2:]] == ["train-valid", "train-test", "valid-test"]
+    expected = split_summary(atg_split, emb)["between_splits"]["train-test"]
+    assert lines[3].split()[1:] == [
+        f"{expected[key]:.4f}"
+        for key in (
+            "mean_class_distance",
+            "distance_between_means",
+            "symmetric_kl_of_mean_centroids",
+        )
+    ]
+    assert analyze.main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(
+        json.dumps(split_summary(atg_split, emb))
+    )

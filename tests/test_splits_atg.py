@@ -8,9 +8,10 @@ import torch
 
 from episodes.records.dataset_spec import DatasetSpec
 from episodes.records.split_file import SplitFile
+from episodes.records.split_sizes import split_counts
 from splits import make
-from splits.atg import (
-    ATGConfig,
+from splits.embeddings.embeddings_file import EmbeddingsFile
+from splits.methods.atg.algorithm import (
     ATGFailure,
     assign_splits,
     atg_objective,
@@ -21,15 +22,14 @@ from splits.atg import (
     reachable_check,
     run_atg,
 )
-from splits.divergences import (
+from splits.methods.atg.config import ATGConfig
+from splits.methods.atg.divergences import (
     class_log_probs,
     gaussian_kl,
     gaussian_wasserstein2,
     kl_divergence,
     symmetric_kl,
 )
-from splits.embeddings.embeddings_file import EmbeddingsFile
-from splits.split_sizes import split_counts
 
 TARGETS = (0.04, 0.32, 0.64, 0.96)
 ITERATIONS = 800
@@ -172,15 +172,15 @@ def test_other_divergences_reach_their_target(divergence):
 @pytest.mark.parametrize(
     "kw, message",
     [
-        (dict(target_divergence=-0.1), "R must be a finite number >= 0"),
-        (dict(target_divergence=float("nan")), "R must be a finite number >= 0"),
+        (dict(target_divergences=-0.1), "R must be a finite number >= 0"),
+        (dict(target_divergences=float("nan")), "R must be a finite number >= 0"),
         (dict(fractions=(0.5, 0.2, 0.2)), "must sum to 1"),
         (dict(divergence="hellinger"), "not one of"),
         (dict(lam=-1.0), "lambda must be >= 0"),
     ],
 )
 def test_bad_config_is_rejected(kw, message):
-    args = dict(target_divergence=0.3)
+    args = dict(target_divergences=0.3)
     args.update(kw)
     with pytest.raises(ValueError, match=message):
         ATGConfig(**args).validate()

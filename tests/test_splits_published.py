@@ -10,8 +10,9 @@ from episodes.records.index_conventions import (
     CIFAR100_SUPERCLASS_MEMBERS,
     EMNIST_BYCLASS_NAMES,
 )
+from episodes.records.published_splits import PUBLISHED_DIR, list_published, load_published
+from episodes.records.split_file import read_split_file
 from splits import published_meta_dataset, published_tables
-from splits.published import PUBLISHED_DIR, list_published, load_published
 from splits.published_tables import TableParseError, parse_tables
 from tests.conftest import REFERENCE_DATA, SHARED
 
@@ -148,3 +149,20 @@ def test_meta_dataset_split_resolves_against_reference_spec():
 def test_unknown_published_name():
     with pytest.raises(ValueError, match="no published split 'atg/nope'"):
         load_published("atg/nope")
+
+
+def test_a_published_split_of_another_dataset_is_refused(tmp_path, capsys):
+    """Issue 30: Meta-Dataset's Omniglot split given the embedded glyph dataset's classes
+    (other alphabets) wrote real Omniglot names with no word; now one line, nothing written."""
+    from splits.make import main as make_main
+
+    names = tmp_path / "names.txt"
+    names.write_text("".join(f"Glyph_Script-character{i:02d}\n" for i in range(1, 31)))
+    out = tmp_path / "omniglot.json"
+    argv = ["--method", "published", "--name", "meta_dataset/omniglot", "--output", str(out)]
+    assert make_main([*argv, "--class-names", str(names)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "1623 of its 1623 classes are not classes of --class-names" in err
+    assert not out.exists()
+    assert make_main(argv) == 0  # without a dataset: the split as published
+    assert len(read_split_file(out).train) > 0

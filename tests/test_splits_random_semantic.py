@@ -6,8 +6,8 @@ import pytest
 
 from episodes.records.split_file import SplitFile
 from splits import make
-from splits.random import random_split
-from splits.semantic import HierarchyError, dag_split, leaves_of, superclass_split
+from splits.methods.random.algorithm import random_split
+from splits.methods.semantic.algorithm import HierarchyError, dag_split, leaves_of, superclass_split
 
 NAMES = [f"class{i:03d}" for i in range(100)]
 

@@ -25,7 +25,7 @@ import torch
 from beam_pipelines.episodes import write_episode_shards
 from episodes.images.decoded_cache import write_decoded_cache
 from episodes.records.dataset_spec import Split
-from episodes.sampler import SamplerConfig
+from episodes.sampling.sampler import SamplerConfig
 from learners import train as train_cli
 from learners.feed.episode_feed import FeedConfig, StreamDataset, feed, make_loader
 from learners.feed.episode_source import (

@@ -114,11 +114,11 @@ SLOW = ("--resize", "640", "--image-mode", "RGB", "--direct_num_workers", "2")
 
 @pytest.mark.parametrize("every_source", [False, True], ids=["one-source", "all"])
 def test_ctrl_c_stops_at_once_removes_staging_and_prints_one_line(every_source, slow_raw, tmp_path):
-    out = tmp_path / "omniglot"
+    out = tmp_path / "converted" / "omniglot"
     if every_source:  # convert --all over a root holding the same raw folder
         (tmp_path / "root").mkdir()
         (tmp_path / "root" / "omniglot").symlink_to(slow_raw)
-        cmd = _convert_cmd(tmp_path / "root", tmp_path, "--all", *SLOW)
+        cmd = _convert_cmd(tmp_path / "root", out.parent, "--all", *SLOW)
         said_first = "interrupted: conversions stopped, staging folders removed; no output changed"
     else:
         cmd = _convert_cmd(slow_raw, out, *SLOW)

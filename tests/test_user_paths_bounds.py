@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from beam_pipelines import episodes as shards_cli
-from episodes.decode_processes import ReaderNote
 from episodes.images.image_size_limit import MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE
-from episodes.reader import EpisodeReader
+from episodes.reading.decode_processes import ReaderNote
+from episodes.reading.reader import EpisodeReader
 from episodes.records.record_reader import CorruptRecordError
-from episodes.sampler import SamplerConfig
+from episodes.sampling.sampler import SamplerConfig
 from learners import evaluate
 from learners import train as train_cli
 from tests.cli_processes import TINY, python_m

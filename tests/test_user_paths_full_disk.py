@@ -143,3 +143,39 @@ def test_a_full_disk_during_a_conversion_with_two_workers(
     one_line(result, out)
     assert len(result.stderr.splitlines()) <= 4, result.stderr  # progress lines and the error
     assert small_disk.everything() == []  # no staging folder, no lock, no output
+
+
+@pytest.mark.parametrize("small_disk", [40_000], indirect=True)
+def test_a_full_disk_while_caching_or_embedding_leaves_no_folder(
+    small_disk: SmallDisk, tmp_path: Path
+) -> None:
+    """Issue 30, item 4: the decoded cache and the embedding job end in one line naming their
+    output (the cache's flag is --cache-root) and leave no folder they created."""
+    if not small_disk.real:
+        pytest.skip("Beam workers write from their own processes: needs a small file system")
+    dataset = write_dataset(tmp_path / "toy", per_class=(12,) * 15).root
+    cache = small_disk.run(
+        "beam_pipelines.cache", "--dataset", str(dataset), "--size", "84",
+        "--cache-root", str(small_disk.folder),
+    )  # fmt: skip
+    said = [line for line in cache.stderr.splitlines() if line.strip() and line[0] != "["]
+    assert cache.returncode == 2, cache.stderr
+    target = small_disk.folder / "toy" / "decoded_84x84"
+    hint = "(free some space or choose another --cache-root)"
+    assert said == [f"error: {target}: No space left on device {hint}"], cache.stderr
+    assert small_disk.everything() == []  # not even the toy/ folder made for it
+    model = tmp_path / "model"
+    made = [
+        "--method", "multiclass", "--dataset", str(dataset), "--episodes", "1", "--batch-size",
+        "8", "--validation-episodes", "0", "--output", str(model), *TINY,
+    ]  # fmt: skip
+    assert train_cli.main(made) == 0
+    with open(small_disk.folder / "filler", "wb") as filler:  # leave less room than the sums need
+        filler.write(b"\0" * (small_disk.size - 2048))
+    output = small_disk.folder / "sub" / "embeddings.npz"
+    embed = small_disk.run(
+        "splits.embed", "--dataset", str(dataset), "--model", str(model), "--output", str(output),
+        "--no-progress",
+    )  # fmt: skip
+    one_line(embed, output)
+    assert small_disk.everything() == ["filler"]  # no sub/ folder, no work folder

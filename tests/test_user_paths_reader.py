@@ -13,15 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from episodes.decode_processes import ReaderNote, auto_decode_processes
-from episodes.episode import EpisodeDescription
-from episodes.episode_stats import IntegerSummary, episode_statistics, summarize
 from episodes.images.decoded_cache import DecodedCacheError, cache_path, write_decoded_cache
 from episodes.images.image_decode import decode_image, usable_cores
-from episodes.read import USER_ERRORS, EpisodeReader
+from episodes.read import USER_ERRORS
 from episodes.read import main as read_main
+from episodes.reading.decode_processes import ReaderNote, auto_decode_processes
+from episodes.reading.reader import EpisodeReader
 from episodes.records.dataset_spec import Split
-from episodes.sampler import SamplerConfig
+from episodes.sampling.episode import EpisodeDescription
+from episodes.sampling.episode_stats import IntegerSummary, episode_statistics, summarize
+from episodes.sampling.sampler import SamplerConfig
 from episodes.util.cli_errors import run_main
 from tests.test_reader_fixtures import encode, write_dataset
 

@@ -149,6 +149,8 @@ def test_sigterm_then_kill_9_of_a_beam_job_leave_nothing_after_the_next_run(name
             said = _said(stdout, stderr)
             assert len(said) == 1 and said[0].startswith(job.stopped), said
             assert _hidden_beside(target) == [] and not target.exists()
+            made = target.parent != tmp_path and target.parent.is_dir()
+            assert not made or any(target.parent.iterdir()), f"empty {target.parent} left"
     left = staging()
     assert len(left) == 1  # what kill -9 left (and its lock file, held by nobody)
     flags = job.args(work, tmp_path)

@@ -163,6 +163,23 @@ def test_sigterm_to_the_reader_leaves_no_shared_memory_and_kill_9_leftovers_go(
     assert _segments_of(dead.pid) == [] and _segments_of(reader.pid) == []
 
 
+def test_kill_9_of_the_reader_leaves_its_decode_processes_silent(small_dataset: Path) -> None:
+    """Issue 30: the decode processes of a reader killed outright end without a word (they
+    printed 56 lines of BrokenPipeError tracebacks into the user's terminal)."""
+    proc = _reader(small_dataset, 10**6)
+    assert proc.stdout.readline().startswith("datasets:")
+    for _ in range(20):
+        assert proc.stdout.readline()
+    children = [
+        int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    ]
+    assert len(children) >= 2  # the decode processes
+    proc.kill()
+    _, stderr = proc.communicate(timeout=60)  # the pipe closes once the children are gone too
+    assert proc.returncode == -signal.SIGKILL
+    assert stderr == ""
+
+
 def _train(dataset: Path, run: Path, episodes: int) -> list[str]:
     return [
         sys.executable, "-m", "learners.train", "--method", "protonet", "--dataset",

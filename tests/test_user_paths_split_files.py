@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from episodes.records.dataset_spec import BiLevelHierarchy, DagHierarchy, DatasetSpec, Split
-from episodes.sampler import EpisodeSampler, SamplerConfig
+from episodes.sampling.sampler import EpisodeSampler, SamplerConfig
 from learners import evaluate
 from learners import train as train_cli
 from tests.cli_processes import TINY, python_m

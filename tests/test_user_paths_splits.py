@@ -13,12 +13,12 @@ from beam_pipelines import convert
 from episodes import read as read_cli
 from episodes.records.dataset_spec import load_spec
 from episodes.records.split_file import read_split_file
+from episodes.records.split_sizes import split_by_fractions, split_counts
 from episodes.util.cli_errors import UserError
 from learners.evaluate import split_divergence
 from learners.feed.episode_source import EpisodeOptions, open_episode_source
 from splits import analyze, make
 from splits.embeddings.embeddings_file import EmbeddingsFile
-from splits.split_sizes import split_by_fractions, split_counts
 from tests.raw_fixtures.cifar100 import write_cifar100_fixture
 
 # 15.5 and 14.5 of 100 classes: rounding gave 70/16/14, the floor rule 71/15/14.

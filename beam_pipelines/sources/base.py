@@ -24,7 +24,7 @@ from beam_pipelines.pixel_conventions import META_DATASET, REFERENCE_JPEG_QUALIT
 from beam_pipelines.sources.raw_downloads import RawDownload
 from beam_pipelines.sources.source_config import SourceConfig
 from episodes.records.dataset_spec import DagHierarchy, Split
-from splits.split_sizes import split_by_fractions as cut_by_fractions
+from episodes.records.split_sizes import split_by_fractions as cut_by_fractions
 
 
 class LayoutError(ValueError):
@@ -192,7 +192,7 @@ def split_by_fractions(
     names: Sequence[str], fractions: Sequence[float], seed: int
 ) -> dict[str, Split]:
     """Seeded split of class names by fractions (train, valid, test), e.g. 70/15/15: the one
-    rule of `splits.split_sizes` (also `splits.random`), no asked-for split left empty."""
+    rule of `episodes.records.split_sizes` (also `splits.methods.random`), no asked-for split left empty."""
     lists = cut_by_fractions(names, fractions, seed)
     splits = (Split.TRAIN, Split.VALID, Split.TEST)
     return {name: split for split, members in zip(splits, lists) for name in members}

@@ -11,7 +11,7 @@ from typing import ClassVar
 from beam_pipelines.sources.base import LayoutError, split_by_fractions
 from beam_pipelines.sources.source_config import ConfigError, SplitSeedConfig, option
 from episodes.records.dataset_spec import Split
-from splits.split_sizes import validate_fractions
+from episodes.records.split_sizes import validate_fractions
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Class splits for the Meta-Dataset sources: the published lists, a `--split-file`, or seeded.
 
 By default a source uses the split list Meta-Dataset publishes for it, shipped once with the
-splits package (`splits/published/meta_dataset/<dataset>.json`, read through
-`splits.published`). Class names must match the data exactly: a listed class missing from the
+toolkit (`episodes/records/published/meta_dataset/<dataset>.json`, read through
+`episodes.records.published_splits`). Class names must match the data exactly: a listed class missing from the
 data, or a class in the data that no list names, stops the conversion with an error naming it.
 `--split-file PATH` replaces the published list; it is read by the one split-file parser,
 `episodes.records.split_file.read_split_file` (Meta-Dataset's plain train / valid / test name lists and
@@ -24,11 +24,11 @@ from typing import ClassVar
 from beam_pipelines.sources.base import ClassInfo, LayoutError, split_by_fractions
 from beam_pipelines.sources.source_config import SplitSeedConfig, option
 from episodes.records.dataset_spec import Split
+from episodes.records.published_splits import PUBLISHED_DIR, list_published, load_published
 from episodes.records.split_file import SplitFile, SplitFileError, read_split_file
-from splits.published import PUBLISHED_DIR, list_published, load_published
 
 REFERENCE_DATA = Path(__file__).resolve().parent / "reference_data"
-PUBLISHED_GROUP = "meta_dataset"  # splits/published/meta_dataset/<dataset>.json
+PUBLISHED_GROUP = "meta_dataset"  # episodes/records/published/meta_dataset/<dataset>.json
 DEFAULT_FRACTIONS = (0.7, 0.15, 0.15)
 SPLIT_ORDER = (Split.TRAIN, Split.VALID, Split.TEST)
 
@@ -66,7 +66,7 @@ class ClassSplits:
 
 
 def published_split_name(dataset: str) -> str | None:
-    """The `splits.published` name of `dataset`'s published Meta-Dataset split, if shipped."""
+    """The `episodes.records.published_splits` name of `dataset`'s published Meta-Dataset split, if shipped."""
     name = f"{PUBLISHED_GROUP}/{dataset}"
     return name if name in list_published() else None
 

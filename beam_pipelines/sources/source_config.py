@@ -3,7 +3,7 @@
 A field is one option: its type, its default and (in the field's metadata, through `option()`)
 its help, its choices and its bounds. Its command-line flag is the field name in kebab-case
 (`quickdraw_max_per_class` -> `--quickdraw-max-per-class`; the underscore spelling still parses,
-with a note, for one release). A config checks every field when it is made, so a bad value stops
+with a note, until version 0.3.0). A config checks every field when it is made, so a bad value stops
 the command with one line naming the flag and the value before any work starts.
 
 `SourceConfig` holds the image options every source takes; a source's config subclasses it (or

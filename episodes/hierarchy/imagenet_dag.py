@@ -23,6 +23,25 @@ from pathlib import Path
 from episodes.hierarchy.wordnet import WordNet, WordNetError
 from episodes.records.dataset_spec import ALL_SPLITS, DagHierarchy, DagNode, Split
 
+__all__ = [
+    "ENTITY",
+    "NUM_ILSVRC_2012_CLASSES",
+    "TEST_ROOT",
+    "VALID_ROOT",
+    "ancestor_graph",
+    "assign_splits",
+    "build_imagenet_hierarchy",
+    "classes_in_id_order",
+    "collapse_single_children",
+    "edges",
+    "ilsvrc_2012_wnids",
+    "restrict",
+    "sampling_graph",
+    "split_graph",
+    "to_dag_nodes",
+    "under_root",
+]
+
 ENTITY = "n00001740"
 VALID_ROOT = "n02075296"  # carnivore
 TEST_ROOT = "n03183080"  # device

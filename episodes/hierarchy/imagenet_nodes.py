@@ -12,6 +12,8 @@ from collections.abc import Collection
 
 from episodes.records.dataset_spec import DagHierarchy, Split
 
+__all__ = ["eligible_nodes", "internal_spans", "smallest_covering_max_leaves", "uncovered_leaves"]
+
 
 def internal_spans(
     hierarchy: DagHierarchy, split: Split | str, leaves: Collection[str] | None = None

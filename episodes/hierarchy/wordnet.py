@@ -17,6 +17,18 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+__all__ = [
+    "DEFAULT_WORDNET_DIR",
+    "HYPERNYM",
+    "INSTANCE_HYPERNYM",
+    "WordNet",
+    "WordNetError",
+    "parse_data_noun_line",
+    "read_imagenet_is_a",
+    "read_wordnet",
+    "write_imagenet_is_a",
+]
+
 DEFAULT_WORDNET_DIR = Path("/usr/share/wordnet")
 HYPERNYM = "@"
 INSTANCE_HYPERNYM = "@i"

@@ -31,6 +31,26 @@ from episodes.util.atomic_files import atomic_path, replace_folder, staging_fold
 from episodes.util.json_files import read_json_object
 from episodes.util.npy_maps import open_npy_map
 
+__all__ = [
+    "CACHE_FORMAT",
+    "ClassArray",
+    "DecodedCache",
+    "DecodedCacheError",
+    "MANIFEST",
+    "NPY_HEADER_MAX",
+    "cache_dir_name",
+    "cache_path",
+    "decode_class",
+    "file_sha256",
+    "finish_cache",
+    "manifest_for",
+    "read_manifest",
+    "spec_hash",
+    "verify_cache",
+    "write_class_array",
+    "write_decoded_cache",
+]
+
 CACHE_FORMAT = "fewshot-tasksets.decoded_cache/2"  # /2: resize mode, array sizes, SHA-256s
 MANIFEST = "manifest.json"
 
@@ -121,7 +141,11 @@ def write_class_array(array: np.ndarray, folder: str | os.PathLike, class_id: in
     target = Path(folder) / f"{class_id}.npy"
     with atomic_path(target) as tmp:
         with open(tmp, "wb") as stream:
-            np.save(stream, array, allow_pickle=False)
+            # header, then the bytes through Python's write: numpy's own file write reports a
+            # full disk as "N requested and M written" with no errno; this raises ENOSPC
+            header = np.lib.format.header_data_from_array_1_0(array)
+            np.lib.format.write_array_header_1_0(stream, header)
+            stream.write(np.ascontiguousarray(array).data)
         entry = ClassArray(int(array.shape[0]), tmp.stat().st_size, file_sha256(tmp))
     return entry
 

@@ -25,6 +25,8 @@ import numpy as np
 from episodes.images.image_decode import decode_image
 from episodes.images.reference_resize import _axis
 
+__all__ = ["GpuJpegDecoder", "gpu_decode_problem", "reference_resize_torch"]
+
 
 def gpu_decode_problem(device: str = "cuda") -> str | None:
     """None when JPEGs can be decoded on `device`, else why not (one line)."""

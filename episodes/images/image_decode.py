@@ -35,6 +35,27 @@ from PIL import Image, ImageFile
 from episodes.images.image_size_limit import size_problem, use_image_size_limit
 from episodes.images.reference_resize import reference_resize_into
 
+__all__ = [
+    "DEFAULT_RESIZE",
+    "INTERPOLATION",
+    "ImageDecodeError",
+    "MIN_CHUNK",
+    "ParallelismGauge",
+    "RESIZE_MODES",
+    "check_resize",
+    "chunk_ranges",
+    "decode_image",
+    "decode_image_into",
+    "decode_images",
+    "draft_scale",
+    "scale_images",
+    "scale_images_into",
+    "submit_chunks",
+    "submit_jobs",
+    "usable_cores",
+    "wait_all",
+]
+
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 use_image_size_limit()  # the converter's limit: every converted image decodes
 

@@ -13,6 +13,14 @@ import warnings
 
 from PIL import Image
 
+__all__ = [
+    "MAX_IMAGE_PIXELS",
+    "MAX_IMAGE_SIDE",
+    "refusal_reason",
+    "size_problem",
+    "use_image_size_limit",
+]
+
 MAX_IMAGE_PIXELS = 178_956_970
 
 

@@ -21,6 +21,8 @@ from episodes.records.example_proto import ExampleDecodeError, decode_image_exam
 from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import CorruptRecordError, RecordReader
 
+__all__ = ["RecordImages", "image_of_record"]
+
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     byte = buf[pos]

@@ -14,6 +14,8 @@ import functools
 
 import numpy as np
 
+__all__ = ["reference_resize_into"]
+
 
 @functools.lru_cache(maxsize=256)
 def _axis(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -20,6 +20,22 @@ from typing import Any
 
 from episodes.util.json_files import read_json_object
 
+__all__ = [
+    "ALL_SPLITS",
+    "BiLevelHierarchy",
+    "DagHierarchy",
+    "DagNode",
+    "DatasetSpec",
+    "READABLE_FORMATS",
+    "ReferenceFormat",
+    "SPEC_FILENAME",
+    "SPEC_FORMAT",
+    "SpecError",
+    "Split",
+    "load_spec",
+    "use_reference_format",
+]
+
 SPEC_FILENAME = "dataset_spec.json"
 SPEC_FORMAT = "fewshot-tasksets.dataset_spec/2"
 # Formats whose own fields `_from_ours` reads: /1 had no reference keys beside them.

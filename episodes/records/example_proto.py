@@ -10,6 +10,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 
+__all__ = [
+    "ExampleDecodeError",
+    "decode_example",
+    "decode_image_example",
+    "encode_example",
+    "encode_image_example",
+]
+
 FeatureValue = bytes | Sequence[bytes] | Sequence[int] | Sequence[float] | int | float
 
 _WT_VARINT = 0

@@ -10,6 +10,16 @@ from __future__ import annotations
 
 import string
 
+__all__ = [
+    "CIFAR100_COARSE_NAMES",
+    "CIFAR100_FINE_NAMES",
+    "CIFAR100_SUPERCLASS_MEMBERS",
+    "CIFAR100_SUPERCLASS_OF",
+    "CONVENTIONS",
+    "EMNIST_BYCLASS_NAMES",
+    "convention_class_names",
+]
+
 # CIFAR-100 superclasses (coarse label order) and their fine classes, as published with the
 # dataset; fine label indices are the fine names in alphabetical order.
 CIFAR100_SUPERCLASS_MEMBERS: dict[str, list[str]] = {

@@ -33,6 +33,18 @@ from episodes.records.dataset_spec import (
     use_reference_format,
 )
 
+__all__ = [
+    "BILEVEL",
+    "FLAT",
+    "HIERARCHICAL",
+    "REFERENCE_CLASSES",
+    "REFERENCE_FILE_PATTERNS",
+    "REFERENCE_KEYS",
+    "reference_class",
+    "reference_fields",
+    "spec_from_reference",
+]
+
 FLAT = "DatasetSpecification"
 BILEVEL = "BiLevelDatasetSpecification"
 HIERARCHICAL = "HierarchicalDatasetSpecification"

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["PART_BYTES", "S3ObjectWriter", "abort_uploads", "bucket_and_key", "open_uploads"]
+
 PART_BYTES = 8 * 2**20  # S3's minimum part is 5 MiB (all parts but the last)
 
 

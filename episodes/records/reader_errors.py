@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["ReaderError"]
+
 
 class ReaderError(ValueError):
     """Reader options or inputs that cannot produce episodes."""

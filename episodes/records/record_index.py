@@ -18,6 +18,21 @@ import numpy as np
 from episodes.records.tfrecord_io import iter_record_offsets
 from episodes.util.atomic_files import write_bytes_atomically
 
+__all__ = [
+    "IndexError_",
+    "MAGIC",
+    "RecordIndex",
+    "RecordIndexError",
+    "build_index",
+    "cached_index_path",
+    "index_path_for",
+    "keep_index",
+    "load_or_build_index",
+    "read_index",
+    "stale_index_message",
+    "write_index",
+]
+
 MAGIC = b"FSTIDX01"
 _HEAD = struct.Struct("<8sQQ")
 

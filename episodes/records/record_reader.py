@@ -23,6 +23,15 @@ from episodes.records.tfrecord_io import (
     unframe_record,
 )
 
+__all__ = [
+    "CorruptRecordError",
+    "FileHandlePool",
+    "MAX_READ_BYTES",
+    "MAX_READ_GAP",
+    "RecordReader",
+    "verified_payload",
+]
+
 MAX_READ_GAP = 0  # read_payloads: records this close (bytes) share one read
 MAX_READ_BYTES = 4 << 20  # ... up to this many bytes per read
 _FRAME_HEAD = struct.Struct("<QI")  # payload length, masked CRC of the length bytes

@@ -21,6 +21,15 @@ from episodes.records.record_index import RecordIndex, RecordIndexError
 from episodes.records.record_reader import CorruptRecordError, FileHandlePool, RecordReader
 from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
 
+__all__ = [
+    "ObjectRangePool",
+    "RANGE_BUFFER_BYTES",
+    "RemoteRecordReader",
+    "SCAN_BUFFER_BYTES",
+    "load_remote_dataset",
+    "missing_records",
+]
+
 RANGE_BUFFER_BYTES = 256 << 10  # what one ranged read fetches at least (neighbours come along)
 SCAN_BUFFER_BYTES = 8 << 20  # reading a whole records object to rebuild its index
 

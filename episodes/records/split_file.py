@@ -27,6 +27,15 @@ from typing import Any
 from episodes.util.atomic_files import write_text_atomically
 from episodes.util.json_files import read_json
 
+__all__ = [
+    "FORMAT_VERSION",
+    "METHOD_NAME",
+    "SPLITS",
+    "SplitFile",
+    "SplitFileError",
+    "read_split_file",
+]
+
 # The method that made a file: a `python -m splits make --method` name (atg, random, semantic,
 # published, or one added later) or "listed" (a plain class list). Any such name is read: the
 # split methods are registered in `splits`, above this format, and may grow.

@@ -16,6 +16,8 @@ from typing import Any
 
 from episodes.records.object_uploads import bucket_and_key
 
+__all__ = ["DEFAULT_TIMEOUT_S", "S3_CREDENTIALS", "StorageAccessError", "check_access"]
+
 DEFAULT_TIMEOUT_S = 10.0
 S3_CREDENTIALS = (
     "--s3_access_key_id/--s3_secret_access_key, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "

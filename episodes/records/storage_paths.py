@@ -35,6 +35,35 @@ from apache_beam.io.filesystems import FileSystems
 
 from episodes.records.object_uploads import bucket_and_key
 
+__all__ = [
+    "ObjectPath",
+    "OutputPrefixError",
+    "PUBLISH_THREADS",
+    "READ_BUFFER_BYTES",
+    "SINGLE_COPY_LIMIT",
+    "abort_open_uploads",
+    "check_output_prefix",
+    "copy_objects",
+    "create_stream",
+    "discard_prefix",
+    "filesystem_flags",
+    "folder_url",
+    "input_location",
+    "is_remote",
+    "join",
+    "list_objects",
+    "load_remote_spec",
+    "open_binary",
+    "publish_staged",
+    "read_bytes",
+    "remove_remote_leftovers",
+    "require_output_folder",
+    "staging_prefix",
+    "unknown_local_flags",
+    "use_options",
+    "write_bytes",
+]
+
 
 class OutputPrefixError(FileExistsError):
     """A remote output prefix holds objects and --overwrite was not given."""

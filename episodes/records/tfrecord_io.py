@@ -11,6 +11,20 @@ import struct
 from collections.abc import Iterator
 from typing import BinaryIO
 
+__all__ = [
+    "FOOTER_SIZE",
+    "FRAME_OVERHEAD",
+    "HEADER_SIZE",
+    "RecordCorruptError",
+    "frame_record",
+    "iter_frames",
+    "iter_record_offsets",
+    "iter_records",
+    "masked_crc32c",
+    "unframe_record",
+    "write_records",
+]
+
 try:  # C implementation (fast); a dependency of the project.
     import google_crc32c as _gcrc
 

@@ -14,6 +14,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+__all__ = [
+    "atomic_path",
+    "missing_parents",
+    "remove_if_empty",
+    "replace_folder",
+    "staging_folder",
+    "write_bytes_atomically",
+    "write_text_atomically",
+]
+
 
 def _hidden_sibling(path: Path, kind: str) -> Path:
     """A fresh hidden name beside `path` (same filesystem, so a rename is atomic)."""
@@ -75,3 +85,23 @@ def replace_folder(staging: str | os.PathLike, target: str | os.PathLike) -> Pat
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def missing_parents(path: str | os.PathLike) -> list[Path]:
+    """The folders above `path` that do not exist yet, innermost first: what a job that
+    creates `path` makes and must remove again if it fails (`remove_if_empty`)."""
+    missing = []
+    for parent in Path(path).absolute().parents:
+        if parent.exists():
+            break
+        missing.append(parent)
+    return missing
+
+
+def remove_if_empty(folders: list[Path]) -> None:
+    """Remove each folder (innermost first) that is still empty; others stay."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            pass

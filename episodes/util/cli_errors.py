@@ -17,6 +17,19 @@ from typing import TypeVar
 
 from episodes.util.termination import interrupt_on_termination, interrupt_status
 
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "UNWRITABLE",
+    "UserError",
+    "fault_line",
+    "interrupt_behind",
+    "os_error_line",
+    "run_main",
+    "unwritable_cause",
+    "user_faults",
+]
+
 EXIT_USAGE = 2  # bad input or environment: the user can fix it (argparse uses 2 too)
 # An output that cannot be written: one line even when a library wraps the OSError (Beam does).
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC)

@@ -3,7 +3,7 @@ writes, `--dataset DIR` (repeatable) for the converted datasets it reads.
 
 `command_parser()` builds an `argparse` parser whose `add_argument` (on the parser, its argument
 groups and its sub-command parsers) also takes `renamed_from=("--out",)`: the old spellings
-keep working for one release, each with a one-line note on stderr, and are not shown in
+keep working until the version after this one (`episodes.util.release`), each with a one-line note on stderr, and are not shown in
 `--help`. `add_old_positional` does the same for a positional argument that became an option
 (`fetch URL LOCAL` -> `--dataset URL --output LOCAL`). Beam's own pipeline flags (`--direct_num_workers`, `--runner` ...) keep Beam's
 spelling: they are Beam's, passed through to its `PipelineOptions`.
@@ -15,9 +15,20 @@ import argparse
 import math
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-OLD_SPELLINGS_UNTIL = "the next release"
+from episodes.util.release import REMOVAL_VERSION
+
+__all__ = [
+    "CommandParser",
+    "OLD_SPELLINGS_UNTIL",
+    "add_dataset_argument",
+    "command_parser",
+    "finite_float",
+    "single_dataset",
+]
+
+OLD_SPELLINGS_UNTIL = f"version {REMOVAL_VERSION}"
 
 
 class _RenamesMixin:
@@ -72,6 +83,11 @@ class CommandParser(_RenamesMixin, argparse.ArgumentParser):
 
     def _owner(self) -> CommandParser:
         return self
+
+    def error(self, message: str) -> NoReturn:
+        """A usage error is one line, as git, cargo and pip print it: what is wrong and where
+        the options are listed (argparse would print the whole usage first, 30-60 lines)."""
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
     def add_argument_group(self, *args: Any, **kwargs: Any) -> argparse._ArgumentGroup:
         group = _Group(self, *args, **kwargs)

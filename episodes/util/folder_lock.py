@@ -3,7 +3,7 @@ when its process ends in any way (kill -9 included), so a lock is never left beh
 
 The lock file holds who has it (pid, host, start time), for the refusal's one line. Used by
 conversions and episode shards (`beam_pipelines.output_lock`: `.NAME.lock` beside the output)
-and training runs (`learners.run_dir`: `.lock` inside the run folder). Local folders only.
+and training runs (`learners.training.run_dir`: `.lock` inside the run folder). Local folders only.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+__all__ = ["FolderLock", "FolderLockedError", "acquire_folder_lock", "lock_holder"]
 
 
 class FolderLockedError(FileExistsError):

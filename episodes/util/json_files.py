@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+__all__ = ["read_json", "read_json_object"]
+
 
 def read_json(path: str | os.PathLike, error: type[Exception], missing: str | None = None) -> Any:
     """The JSON value in the file `path`, raising `error` when it is not one.

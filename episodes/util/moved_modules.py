@@ -1,9 +1,17 @@
-"""Old import paths of modules that moved (the restructuring of issue 11), kept for one release:
+"""Old import paths of modules and names that moved, kept until `REMOVAL_VERSION` (0.3.0):
 `import episodes.dataset_spec` gives `episodes.records.dataset_spec` itself (the same module
 object, so classes and errors compare equal) with a DeprecationWarning naming the new path.
 
 A finder on `sys.meta_path` answers only the names in `MOVED` and in the tables other packages
 add with `install(table)` (`learners` keeps its own, issue 31); anything else imports as usual.
+It is the one import-time side effect of the toolkit's packages, and a documented one: Python
+resolves `import episodes.dataset_spec` only through `sys.meta_path` (or a file at that path),
+so the alternative is a stub file per old name, which would fill again the package roots the
+moves emptied. The packages that hold old names (`episodes`, `splits`, `learners`) call `install()` when
+they are imported, once per process; the finder and its table go in REMOVAL_VERSION.
+
+A module that stays but whose names moved elsewhere (a command module that used to hold library
+code) forwards them with `moved_names`, the same warning for one name.
 """
 
 from __future__ import annotations
@@ -14,25 +22,32 @@ import importlib.machinery
 import importlib.util
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
+from typing import Any
 
-REMOVAL_VERSION = "0.3.0"  # the release in which the old paths go
+from episodes.util.release import REMOVAL_VERSION
+
+__all__ = ["MOVED", "MovedModuleFinder", "install", "moved_names", "moved_note", "new_name"]
+
+
+def _moved_into(package: str, old_package: str, names: tuple[str, ...]) -> dict[str, str]:
+    return {f"{old_package}.{name}": f"{package}.{name}" for name in names}
+
 
 # old dotted name -> new dotted name (git log --diff-filter=R: pure moves only)
 MOVED: dict[str, str] = {
-    **{
-        f"episodes.{name}": f"episodes.hierarchy.{name}"
-        for name in ("imagenet_dag", "imagenet_nodes", "wordnet")
-    },
-    **{
-        f"episodes.{name}": f"episodes.images.{name}"
-        for name in ("decoded_cache", "image_decode", "image_size_limit", "record_images")
-    },
-    "episodes.reference_resize": "episodes.images.reference_resize",
-    **{
-        f"episodes.{name}": f"episodes.records.{name}"
-        for name in (
+    # issue 11: episodes' root into records / images / hierarchy / util
+    **_moved_into("episodes.hierarchy", "episodes", ("imagenet_dag", "imagenet_nodes", "wordnet")),
+    **_moved_into(
+        "episodes.images",
+        "episodes",
+        ("decoded_cache", "image_decode", "image_size_limit", "record_images", "reference_resize"),
+    ),
+    **_moved_into(
+        "episodes.records",
+        "episodes",
+        (
             "dataset_spec",
             "example_proto",
             "reader_errors",
@@ -40,18 +55,60 @@ MOVED: dict[str, str] = {
             "record_reader",
             "tfrecord_io",
             "storage_paths",
-        )
-    },
-    **{
-        f"episodes.{name}": f"episodes.util.{name}"
-        for name in (
-            "atomic_files",
-            "cli_errors",
-            "progress_lines",
-            "shared_segments",
-            "worker_processes",
-        )
-    },
+        ),
+    ),
+    **_moved_into(
+        "episodes.util",
+        "episodes",
+        ("atomic_files", "cli_errors", "progress_lines", "shared_segments", "worker_processes"),
+    ),
+    # issue 35: the rest of episodes' root into sampling / reading / adapters (version 0.2.0)
+    **_moved_into(
+        "episodes.sampling",
+        "episodes",
+        (
+            "episode",
+            "episode_cli",
+            "episode_stats",
+            "fixml_records",
+            "sampler",
+            "sampler_config",
+            "sampler_factory",
+            "sampler_formulas",
+        ),
+    ),
+    **_moved_into(
+        "episodes.reading",
+        "episodes",
+        ("decode_processes", "description_prefetch", "episode_grid", "episode_shards", "reader"),
+    ),
+    **_moved_into("episodes.adapters", "episodes", ("tf_adapter", "torch_adapter")),
+    # the glyph generator writes raw data for the converters (`episodes/glyph_dataset.py` keeps
+    # the old command and package names)
+    **_moved_into(
+        "beam_pipelines.glyph_dataset",
+        "episodes.glyph_dataset",
+        (
+            "alphabet_plan",
+            "cli",
+            "config",
+            "drawer_style",
+            "drawing",
+            "fonts",
+            "generation",
+            "glyph_selection",
+            "manifest",
+            "output_check",
+            "output_writers",
+            "script_groups",
+            "summary",
+        ),
+    ),
+    # what beam_pipelines' sources share with splits goes down to episodes (no package circle)
+    "splits.split_sizes": "episodes.records.split_sizes",
+    # a split method's algorithm lives beside it (`splits.atg`, `splits.random` and
+    # `splits.semantic` stay as files: they are also old command names)
+    "splits.divergences": "splits.methods.atg.divergences",
 }
 
 
@@ -67,9 +124,12 @@ def new_name(old: str) -> str | None:
     return None
 
 
-def moved_note(old: str) -> str:
+def moved_note(old: str, new: str | None = None) -> str:
+    """The warning for a moved module or name `old` (now `new`, by default its new name in the
+    tables)."""
+    new = new_name(old) if new is None else new
     return (
-        f"{old} moved to {new_name(old)}: import it from there (the old path goes in version "
+        f"{old} moved to {new}: import it from there (the old path goes in version "
         f"{REMOVAL_VERSION})"
     )
 
@@ -110,10 +170,32 @@ def _caller_level() -> int:
 
 
 def install(table: Mapping[str, str] | None = None) -> None:
-    """Put the finder first on `sys.meta_path` (once), so that an old name means its new module
-    even where a stale file of the old layout is still found (an editable install of an older
-    checkout); `table` (old dotted name -> new) adds a package's own moved modules."""
+    """Put the finder first on `sys.meta_path` (once): an old name then always means its new
+    module, even where a stale file of the old layout is still found on the path (an install
+    upgraded in place, an editable install of an older checkout). `table` (old dotted name ->
+    new) adds a package's own moved modules to those it answers."""
     if table is not None and not any(known is table for known in _TABLES):
         _TABLES.append(table)
     if not any(isinstance(f, MovedModuleFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, MovedModuleFinder())
+
+
+def moved_names(
+    module: str, names: Mapping[str, str], *, stacklevel: int = 2
+) -> Callable[[str], Any]:
+    """A module-level `__getattr__` for `module` that gives each old name of `names` from where
+    it went, with a DeprecationWarning naming both: a value "pkg.mod" is the module the name
+    moved to, "pkg.mod:NewName" the module and new name of a renamed one. `stacklevel` counts
+    from the caller of the returned function (one more when another `__getattr__` calls it)."""
+
+    def __getattr__(name: str) -> Any:
+        target = names.get(name)
+        if target is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        new_module, _, new_name = target.partition(":")
+        new_name = new_name or name
+        note = moved_note(f"{module}.{name}", f"{new_module}.{new_name}")
+        warnings.warn(note, DeprecationWarning, stacklevel=stacklevel)
+        return getattr(importlib.import_module(new_module), new_name)
+
+    return __getattr__

@@ -14,6 +14,8 @@ import threading
 
 import numpy as np
 
+__all__ = ["npy_header", "open_npy_map"]
+
 _HEADER_LOCK = threading.Lock()
 
 

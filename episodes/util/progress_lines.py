@@ -11,6 +11,8 @@ import sys
 import time
 from typing import TextIO
 
+__all__ = ["ProgressLines"]
+
 
 class ProgressLines:
     """Counts work with `advance(n)` and prints a line at most every `every_s` seconds."""

@@ -21,6 +21,16 @@ import re
 import secrets
 import time
 
+__all__ = [
+    "DEAD_SEGMENT_AGE_S",
+    "SHM_DIR",
+    "create_segment",
+    "map_segment",
+    "remove_dead_segments",
+    "shared_memory_free",
+    "unlink_segment",
+]
+
 SHM_DIR = "/dev/shm"
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: map every page in one call
 

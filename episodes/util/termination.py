@@ -15,6 +15,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+__all__ = [
+    "STOP_SIGNALS",
+    "interrupt_on_termination",
+    "interrupt_status",
+    "note_signal",
+    "on_stop_signals",
+    "restore_handlers",
+]
+
 # The signals a command ends on as on Ctrl-C.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []

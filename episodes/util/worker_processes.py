@@ -21,6 +21,8 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
+__all__ = ["WorkerProcess", "can_start_workers", "interpreter", "serve"]
+
 _BOOTSTRAP = "import sys; sys.path[:] = {path!r}; from episodes.util.worker_processes import serve; serve({fd})"
 
 
@@ -34,7 +36,10 @@ def serve(fd: int) -> None:
         return
     module_name, function_name = target.split(":")
     function = getattr(importlib.import_module(module_name), function_name)
-    function(conn, *args)
+    try:
+        function(conn, *args)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        return  # the parent went away (killed, even by kill -9): nothing to say, nobody to hear
 
 
 def interpreter() -> str:

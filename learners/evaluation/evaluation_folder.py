@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from episodes.util.atomic_files import staging_folder
+from episodes.util.atomic_files import missing_parents, remove_if_empty, staging_folder
 from episodes.util.cli_errors import UserError
 from episodes.util.dead_job_leftovers import FolderLockedError, lock_and_clear
 
@@ -128,7 +128,7 @@ def result_folder(out: Path) -> Iterator[Path]:
     if out.is_dir():
         yield out
         return
-    created = [p for p in (out.parent, out.parent.parent) if not p.exists()]
+    created = missing_parents(out)
     lock = staging = None
     try:
         try:  # one writer at a time; what an evaluation killed while writing left goes
@@ -147,9 +147,5 @@ def result_folder(out: Path) -> Iterator[Path]:
         staging = staging or out
         if isinstance(exc, OSError) and str(exc.filename or "").startswith(str(staging)):
             exc.filename = str(out) + str(exc.filename)[len(str(staging)) :]  # the path asked
-        for folder in created:  # innermost first; only if still empty
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
+        remove_if_empty(created)
         raise

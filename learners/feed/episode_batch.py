@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from episodes.read import ARRAY_FIELDS
+from episodes.sampling.episode import ARRAY_FIELDS
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from episodes.read import ARRAY_FIELDS
-from episodes.reader import DECODE_DEVICES
+from episodes.reading.reader import DECODE_DEVICES
+from episodes.sampling.episode import ARRAY_FIELDS
 from learners.feed.device_prefetch import prefetch_to_device
 from learners.feed.episode_batch import episode_field
 from learners.feed.episode_source import SYNTHETIC, close_source

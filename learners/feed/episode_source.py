@@ -2,8 +2,8 @@
 (non-episodic (images, class_ids) batches for multiclass pre-training).
 
 Implementations: the synthetic blobs of `learners.feed.synthetic_episodes` (dataset name
-"synthetic"), converted datasets through `episodes.read.EpisodeReader` (imported lazily, so this
-package works without it), and materialised episode shards (`episodes.episode_shards`).
+"synthetic"), converted datasets through `episodes.reading.reader.EpisodeReader` (imported lazily, so this
+package works without it), and materialised episode shards (`episodes.reading.episode_shards`).
 Sources are addressed by index, so training can resume at any step and evaluation reads the
 same episodes on every machine. `items(indices)` reads any increasing indices (what a
 background loader's worker w of W reads: start+w, start+w+W, ...); `random_access` says whether
@@ -77,7 +77,7 @@ class EpisodeOptions:
     classes uniformly over the split, the class hierarchies off (Meta-Dataset's sampler refuses
     fixed ways with a hierarchy; its fixed-ways setups set ignore_dag_ontology and
     ignore_bilevel_ontology, as here). `fix_ml_pool` is a FIX-ML
-    fixed-support pool (JSON of `episodes.fixml`, or k for the synthetic data);
+    fixed-support pool (JSON of `episodes.sampling.fixml`, or k for the synthetic data);
     `base_novel_lambda` samples from tau_BN(lambda) with the train split as base classes."""
 
     ways: int | None = None
@@ -135,7 +135,7 @@ def dataset_dirs(dataset: str) -> list[str]:
 
 
 def _sampler_config(options: EpisodeOptions) -> Any:
-    from episodes.sampler_config import SamplerConfig
+    from episodes.sampling.sampler_config import SamplerConfig
 
     if options.ways is None and options.shots is None and options.query is None:
         return SamplerConfig()
@@ -151,10 +151,10 @@ def _sampler_config(options: EpisodeOptions) -> Any:
 
 
 class ReaderEpisodeSource:
-    """Episodes of converted datasets via `episodes.read.EpisodeReader` (lazy import).
+    """Episodes of converted datasets via `episodes.reading.reader.EpisodeReader` (lazy import).
 
     FIX-ML: a fixed-support pool (`python -m episodes.fixml pool`) drives an
-    `episodes.sampler.EpisodeSampler(..., pool=...)`; base/novel mixing is the reader's
+    `episodes.sampling.sampler.EpisodeSampler(..., pool=...)`; base/novel mixing is the reader's
     `mix_lambda` (train split as base classes). `decode_processes` > 0 decodes records in that
     many worker processes, ahead of the caller (the reader's background loading);
     `decode_device="cuda"` decodes JPEG records on the GPU (`episodes.images.gpu_decode`)."""
@@ -164,7 +164,7 @@ class ReaderEpisodeSource:
     def __init__(
         self, request: EpisodeRequest, decode_processes: int = 0, decode_device: str = "cpu"
     ):
-        from episodes.read import EpisodeReader
+        from episodes.reading.reader import EpisodeReader
 
         options = request.options
         dirs = dataset_dirs(request.dataset)
@@ -200,9 +200,9 @@ class ReaderEpisodeSource:
 
 def _fixed_support_sampler(dirs: list[str], config: Any, request: EpisodeRequest) -> Any:
     """FIX-ML (Setlur et al. sec. 4): the saved pool is every base class's whole support."""
-    from episodes.fixml import FixedSupportPool
-    from episodes.read import load_dataset
-    from episodes.sampler import EpisodeSampler
+    from episodes.sampling.fixml_records import FixedSupportPool
+    from episodes.sampling.sampler import EpisodeSampler
+    from episodes.sampling.sampler_factory import load_dataset
 
     pool_file = request.options.fix_ml_pool
     if len(dirs) != 1:
@@ -215,12 +215,12 @@ def _fixed_support_sampler(dirs: list[str], config: Any, request: EpisodeRequest
 
 
 class ShardEpisodeSource:
-    """Materialised evaluation episodes (`episodes.episode_shards`), in episode order."""
+    """Materialised evaluation episodes (`episodes.reading.episode_shards`), in episode order."""
 
     random_access = False  # read front to back: a skipped episode is still read and decoded
 
     def __init__(self, path: str, image_size: int):
-        from episodes.episode_shards import EpisodeShardReader
+        from episodes.reading.episode_shards import EpisodeShardReader
 
         if not Path(path).exists():
             raise FileNotFoundError(f"--episode-shards {path}: no such file or folder")
@@ -284,7 +284,7 @@ class ReaderBatchSource:
         decode_processes: int = 0,
         decode_device: str = "cpu",
     ):
-        from episodes.read import EpisodeReader
+        from episodes.reading.reader import EpisodeReader
 
         if batch_size < 1:
             raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
@@ -314,7 +314,7 @@ class ReaderBatchSource:
     def plan(self, index: int) -> _BatchPlan:
         """Which records make batch `index` (one description per dataset it draws from) and
         the order its images are shuffled into: a pure function of (seed, index)."""
-        from episodes.episode import EpisodeDescription
+        from episodes.sampling.episode import EpisodeDescription
 
         rng = np.random.default_rng([self.seed, 2024, index])
         totals = np.asarray([t[2][-1] for t in self.tables])

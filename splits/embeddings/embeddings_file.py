@@ -18,6 +18,8 @@ import numpy as np
 
 from episodes.util.atomic_files import atomic_path
 
+__all__ = ["EmbeddingsFile", "EmbeddingsFileError", "REQUIRED_KEYS", "embedding_content_hash"]
+
 REQUIRED_KEYS = ("class_names", "embeddings", "model", "weights_hash")
 
 

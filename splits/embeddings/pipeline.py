@@ -32,18 +32,45 @@ from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.io.filesystems import FileSystems
 
 from beam_pipelines.interrupt_exit import exit_on_interrupt
+from beam_pipelines.job_faults import unwritable_output_in_one_line
 from beam_pipelines.output_lock import acquire_output_lock, clear_remote_leftovers
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.writer import GatherUnderOneKey, of_kind, values_by_kind
-from episodes.fetch import require_local_dataset
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
-from episodes.util.atomic_files import staging_folder
+from episodes.records.local_dataset import require_local_dataset
+from episodes.util.atomic_files import missing_parents, remove_if_empty, staging_folder
 from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.progress_lines import ProgressLines
 from splits.embeddings.embeddings_file import EmbeddingsFile
+
+__all__ = [
+    "CLASS_SUM",
+    "Chunk",
+    "EmbedChunksFn",
+    "EmbedClasses",
+    "EmbedError",
+    "EmbedOptions",
+    "EmbedReport",
+    "OrderedSumFn",
+    "PARTIAL_SUM",
+    "SKIPPED",
+    "SKIPPED_FILE",
+    "SUMS_FILE",
+    "WriteClassSums",
+    "check_class_images",
+    "check_dataset",
+    "check_output",
+    "check_remote_dataset",
+    "embed_dataset",
+    "plan_chunks",
+    "save_remote",
+    "write_class_sums",
+    "write_gathered_class_sums",
+]
 
 SKIPPED = "skipped"
 PARTIAL_SUM = "partial"
@@ -391,16 +418,22 @@ def check_class_images(spec: DatasetSpec, where: str) -> None:
         )
 
 
-def check_output(output: str | os.PathLike) -> Path | str:
+def check_output(output: str | os.PathLike, overwrite: bool = True) -> Path | str:
+    """`output` as a Path or URL once it names a .npz that may be written: an existing file
+    only with `overwrite` (the CLI's --overwrite)."""
     if storage_paths.is_remote(output):  # one object, written whole at the end
         if not str(output).endswith(".npz"):
             raise EmbedError(f"--output {output}: expected a .npz object name")
+        if not overwrite and FileSystems.exists(str(output)):
+            raise EmbedError(f"--output {output}: exists (add --overwrite to replace it)")
         return str(output)
     output = Path(output)
     if output.suffix != ".npz":
         raise EmbedError(f"--output {output}: expected a .npz file name")
     if output.is_dir():
         raise EmbedError(f"--output {output} is a folder; expected a .npz file name")
+    if not overwrite and output.exists():
+        raise EmbedError(f"--output {output}: exists (add --overwrite to replace it)")
     return output
 
 
@@ -452,7 +485,20 @@ def embed_dataset(
             flush=True,
         )
     remote = storage_paths.is_remote(output)
+    created = [] if remote else missing_parents(output)  # removed again if the job fails
+    try:
+        # a full disk or unwritable folder: one line naming the output, Beam's tracebacks dropped
+        with unwritable_output_in_one_line(output):
+            return _embed_to(spec, info, chunks, embed_fn, output, runner, exit_on_ctrl_c, created)
+    except BaseException:
+        remove_if_empty(created)
+        raise
+
+
+def _embed_to(spec, info, chunks, embed_fn, output, runner, exit_on_ctrl_c, created):
+    remote = storage_paths.is_remote(output)
     with ExitStack() as held:
+        held.callback(remove_if_empty, created)  # after a Ctrl-C too (the lock goes first)
         if remote:
             storage_paths.use_options(runner.options)
             clear_remote_leftovers(str(output))  # what killed embed jobs left beside it

@@ -21,6 +21,15 @@ from learners.methods.registry import learner_config
 from learners.train import train
 from learners.training.run_dir import RunConfig, checkpoint_path
 
+__all__ = [
+    "ALL_CLASSES_SPLIT",
+    "DEFAULT_EPOCHS",
+    "PretrainConfig",
+    "pretrain",
+    "pretrain_run_config",
+    "write_all_classes_split",
+]
+
 ALL_CLASSES_SPLIT = "all_classes_split.json"
 DEFAULT_EPOCHS = 1.0
 

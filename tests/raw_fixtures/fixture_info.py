@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from episodes.records.published_splits import load_published
 from episodes.records.split_file import SPLITS
-from splits.published import load_published
 
 
 @dataclass
