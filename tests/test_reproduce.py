@@ -328,6 +328,29 @@ def test_atg_full_scale_evaluates_train_valid_and_test_of_every_divergence(data,
     )
 
 
+def test_dhillon_full_scale_pretrains_the_papers_epochs_whatever_the_copy(data, tmp_path, capsys):
+    """Mini-ImageNet's epochs are the paper's 64 (or 80) x 600 images, not the converted
+    ILSVRC's: here a stand-in DATA/ilsvrc_2012 (the glyph dataset under that name)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "ilsvrc_2012").symlink_to(data / "omniglot", target_is_directory=True)
+    args = ["dhillon/table1", "--benchmark", "mini_imagenet", "--data", str(tmp_path / "data")]
+    assert reproduce.main([*args, "--output", str(tmp_path / "out"), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    trainings = re.findall(r"^      python -m learners.train (.*)$", printed, re.M)
+    assert len(trainings) == 2
+    split = "splits/published/mini_imagenet/ilsvrc_2012.json"
+    assert f"{split} --image-size 84 --episodes 18000 --checkpoint-every 150 " in trainings[0]
+    assert "--validation-episodes 100 --ways 5 --shots 1 --query 15 " in trainings[0]
+    merged = f"{tmp_path}/out/split-mini_imagenet-train-val/split.json"
+    assert f"{merged} --image-size 84 --episodes 22440 --checkpoint-every 187 " in trainings[1]
+    assert "--validation-episodes 0 " in trainings[1]
+    evaluations = re.findall(r"^      python -m learners.evaluate (.*)$", printed, re.M)
+    assert len(evaluations) == 4 and all("--episodes 1000 " in e for e in evaluations)
+    assert all(
+        "--ways 5 --shots" in e and "--query 15 --inference transductive" in e for e in evaluations
+    )
+
+
 def test_dhillon_pretraining_length_is_the_papers_two_cycles():
     # 64 classes x 600 images, batches of 256 (fastai drops the partial one): 150 a epoch
     assert plan_dhillon.steps(64 * 600) == (120 * 150, 150)

@@ -184,7 +184,8 @@ def _pretraining(
         merge = spec.add(_train_and_valid_split(request, f"split-{tag}-train-val", source, split))
         needs.append(merge)
         split_file = str(Path(merge.command[merge.command.index("--output") + 1]))
-    total, per_epoch = steps(_train_images(benchmark, setting, request.sources.get(source)))
+    facts = request.sources.get(source) if request.train_source else None
+    total, per_epoch = steps(_train_images(benchmark, setting, facts))
     flags = [("--image-size", str(benchmark.image_size)), ("--episodes", str(total))]
     if validated:
         flags += [
