@@ -1,0 +1,21 @@
+"""Where the split files a plan names lie: the ones shipped in `splits/published/` (located
+beside this package, not imported: learners stand below splits)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "splits" / "published"
+
+
+def published_split_file(name: str) -> Path:
+    """`splits/published/NAME.json`, e.g. `mini_imagenet/ilsvrc_2012`."""
+    return PUBLISHED / f"{name}.json"
+
+
+def train_classes(path: Path) -> int:
+    """How many training classes a split file lists (by name or by index)."""
+    values = json.loads(path.read_text())
+    named = values.get("train") or []
+    return len(named) if named else len((values.get("class_indices") or {}).get("train", []))
