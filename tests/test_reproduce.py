@@ -338,7 +338,7 @@ def test_dhillon_full_scale_pretrains_the_papers_epochs_whatever_the_copy(data, 
     printed = capsys.readouterr().out
     trainings = re.findall(r"^      python -m learners.train (.*)$", printed, re.M)
     assert len(trainings) == 2
-    split = "splits/published/mini_imagenet/ilsvrc_2012.json"
+    split = "episodes/records/published/mini_imagenet/ilsvrc_2012.json"
     assert f"{split} --image-size 84 --episodes 18000 --checkpoint-every 150 " in trainings[0]
     assert "--validation-episodes 100 --ways 5 --shots 1 --query 15 " in trainings[0]
     merged = f"{tmp_path}/out/split-mini_imagenet-train-val/split.json"

@@ -4,7 +4,7 @@ divergence D, its 5-way 5-shot accuracy on 600 train, validation and test tasks 
 epoch's weights; CNN4, or ResNet12 with DropBlock for the ImageNet-based sets, sec. 5.1).
 
 The tasksets are the paper's published partitions (appendix Tables 6-11, shipped in
-`splits/published/atg/`), each first written with class names by `splits make --method
+`episodes/records/published/atg/`), each first written with class names by `splits make --method
 published`: CIFAR100's and EMNIST's class orders are known offline; the paper prints the others
 as indices of learn2learn's (mini-, tiered-ImageNet) or scikit-learn's (LFW10) class order, which
 the user gives as DATA/<dataset>.class_names.txt (one name a line, in that order; the names of

@@ -41,7 +41,7 @@ VALIDATION_EPISODES = 100  # ours: the paper validates on held-out images (see N
 class Benchmark:
     label: str  # Table 1's column group
     source: str  # the converted source its classes come from
-    split_file: str  # under splits/published/
+    split_file: str  # under episodes/records/published/
     image_size: int  # few-shot-baseline utils.py get_params
     train_classes: int
     valid_classes: int

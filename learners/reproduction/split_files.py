@@ -1,16 +1,15 @@
-"""Where the split files a plan names lie: the ones shipped in `splits/published/` (located
-beside this package, not imported: learners stand below splits)."""
+"""Where the split files a plan names lie: the ones shipped in `episodes/records/published/`."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-PUBLISHED = Path(__file__).resolve().parents[2] / "splits" / "published"
+from episodes.records.published_splits import PUBLISHED_DIR as PUBLISHED
 
 
 def published_split_file(name: str) -> Path:
-    """`splits/published/NAME.json`, e.g. `mini_imagenet/ilsvrc_2012`."""
+    """`episodes/records/published/NAME.json`, e.g. `mini_imagenet/ilsvrc_2012`."""
     return PUBLISHED / f"{name}.json"
 
 
