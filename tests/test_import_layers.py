@@ -433,7 +433,7 @@ def test_the_checker_passes_a_clean_package(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # learners and beam_pipelines (issue 31)
 
-# Layers of `learners`, lowest first (as LAYERS): one folder per step of the flow, the three
+# Layers of `learners`, lowest first (as LAYERS): one folder per step of the flow, the
 # `python -m` commands on top. A module at learners/' top or in a new folder has no layer (and
 # fails test_every_learners_module_has_a_layer) until it is given its place here.
 LEARNERS_LAYERS: dict[str, tuple[str, ...]] = {
@@ -453,7 +453,8 @@ LEARNERS_LAYERS: dict[str, tuple[str, ...]] = {
     "methods": ("learners.methods.*",),
     "training": ("learners.training.*",),
     "evaluation": ("learners.evaluation.*",),
-    "commands": ("learners.train", "learners.evaluate", "learners.report"),
+    "reproduction": ("learners.reproduction.*",),
+    "commands": ("learners.train", "learners.evaluate", "learners.report", "learners.reproduce"),
 }
 LEARNERS_MAY_IMPORT = ("learners", "episodes")
 
@@ -522,14 +523,18 @@ def test_the_learner_interface_never_reaches_the_registry():
 
 
 def test_the_learners_top_holds_only_the_commands():
-    """A newcomer sees the folders and the three `python -m` commands (README: Layout)."""
-    top = sorted(p.name for p in (REPO / "learners").glob("*.py") if p.name != "__init__.py")
-    assert top == ["evaluate.py", "report.py", "train.py"]
+    """A newcomer sees the folders and the `python -m` commands (README: Layout), each folder
+    saying its job in one line (its docstring's first paragraph)."""
+    top = [p for p in (REPO / "learners").glob("*.py") if p.name != "__init__.py"]
+    loose = sorted(p.name for p in top if '__name__ == "__main__"' not in p.read_text())
+    assert not loose, f"library modules at the top of learners/: {loose}"
+    assert {"train.py", "evaluate.py", "report.py"} <= {p.name for p in top}
     for path in (REPO / "learners").iterdir():
         if path.is_dir() and any(path.glob("*.py")):
             assert (path / "__init__.py").is_file(), path
             doc = ast.get_docstring(ast.parse((path / "__init__.py").read_text())) or ""
-            assert len(doc.splitlines()) == 1, f"{path}/__init__.py: its job in one line"
+            summary = doc.split("\n\n")[0]
+            assert summary and "\n" not in summary, f"{path}/__init__.py: its job in one line"
 
 
 def test_every_beam_pipelines_module_has_a_layer():

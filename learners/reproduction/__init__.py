@@ -1,0 +1,7 @@
+"""Reproducing a paper's table in one command (`python -m learners.reproduce`).
+
+The plans (stages a paper ran, as data), the stage runner (resumable stage folders), the
+published numbers typed from the papers, and the report that sets them beside ours.
+
+Every stage drives a command of this toolkit as a child process (`python -m learners.train`,
+`learners.evaluate`, `learners.report`, `splits ...`), never the learners' own modules."""
