@@ -42,8 +42,8 @@ from episodes.images.decoded_cache import (
 )
 from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
 from episodes.images.image_size_limit import MAX_IMAGE_SIDE
-from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
-from episodes.records.record_reader import CorruptRecordError, RecordReader
+from episodes.records.dataset_spec import DatasetSpec, load_spec
+from episodes.records.record_reader import RecordReader
 from episodes.util.atomic_files import missing_parents, remove_if_empty, staging_folder
 from episodes.util.cli_errors import os_error_line, user_faults
 from episodes.util.cli_style import (
@@ -267,7 +267,7 @@ def build_parser() -> CommandParser:
     return parser
 
 
-@user_faults(SpecError, DecodedCacheError, CorruptRecordError, ValueError, OSError)
+@user_faults
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args, dataset = parse_with_one_dataset(parser, argv, "cache")

@@ -19,21 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from episodes.images.decoded_cache import DecodedCacheError
 from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
 from episodes.reading import reader as episode_reader
-from episodes.records import reader_errors
-from episodes.records.dataset_spec import DatasetSpec, SpecError
-from episodes.records.record_index import RecordIndexError
-from episodes.records.record_reader import CorruptRecordError
+from episodes.records.dataset_spec import DatasetSpec
 from episodes.sampling import episode_cli
 from episodes.sampling.episode import EpisodeDescription
-from episodes.util.cli_errors import UserError, fault_line, run_main
+from episodes.util.cli_errors import UserError, run_main
 from episodes.util.cli_style import command_parser
 from episodes.util.moved_modules import moved_names
 from episodes.util.progress_lines import ProgressLines
 
-__all__ = ["USER_ERRORS", "build_parser", "format_episode", "format_statistics", "main"]
+__all__ = ["build_parser", "format_episode", "format_statistics", "main"]
 
 __getattr__ = moved_names(
     __name__,
@@ -186,28 +182,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--decode-processes {args.decode_processes} decodes on the CPU; "
                 f"--decode-device {args.decode_device} decodes in this process on the GPU"
             )
-    try:
-        config = episode_cli.sampler_config_from_args(args)
-        sampling = episode_cli.sampling_mode_from_args(args)
-        reader = episode_reader.EpisodeReader(
-            args.dataset,
-            args.split,
-            config,
-            args.seed,
-            image_size=args.image_size,
-            dtype=args.dtype,
-            num_threads=args.threads,
-            decode_processes=args.decode_processes,
-            decode_device=args.decode_device,
-            resize=args.resize,
-            decoded_cache=args.decoded_cache,
-            cache_root=args.cache_root,
-            index_cache_dir=args.index_cache_dir,
-            split_file=args.split_file,
-            sampling=sampling,
-        )
-    except (ValueError, OSError) as exc:  # SpecError, SamplerError, ReaderError, ...
-        raise UserError(fault_line(exc)) from None
+    config = episode_cli.sampler_config_from_args(args)
+    sampling = episode_cli.sampling_mode_from_args(args)
+    reader = episode_reader.EpisodeReader(
+        args.dataset,
+        args.split,
+        config,
+        args.seed,
+        image_size=args.image_size,
+        dtype=args.dtype,
+        num_threads=args.threads,
+        decode_processes=args.decode_processes,
+        decode_device=args.decode_device,
+        resize=args.resize,
+        decoded_cache=args.decoded_cache,
+        cache_root=args.cache_root,
+        index_cache_dir=args.index_cache_dir,
+        split_file=args.split_file,
+        sampling=sampling,
+    )
     with reader:
         print(
             f"datasets: {', '.join(f'{s.name} ({s.root})' for s in reader.specs)}  "
@@ -267,14 +260,5 @@ def _print_stats(reader: episode_reader.EpisodeReader, start: int, count: int) -
         print("  " + line)
 
 
-USER_ERRORS = (
-    SpecError,
-    reader_errors.ReaderError,
-    DecodedCacheError,
-    CorruptRecordError,
-    RecordIndexError,
-)
-
-
 if __name__ == "__main__":
-    sys.exit(run_main(main, extra_errors=USER_ERRORS))
+    sys.exit(run_main(main))

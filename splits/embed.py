@@ -25,7 +25,7 @@ from typing import Any
 
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.records import storage_paths
-from episodes.util.cli_errors import user_faults
+from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import (
     add_dataset_argument,
     command_parser,
@@ -100,6 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _learners_user_faults() -> tuple[type[Exception], ...]:
+    """The faults of a learners run the user can fix (a damaged checkpoint in the run folder,
+    a diverged loss), ValueErrors in learners until they derive from UserError (issue 35)."""
+    from learners.checkpoint_file import CheckpointError
+    from learners.run_checkpoints import CheckpointDamagedError
+    from learners.training_loop import NonFiniteLossError
+
+    return (UserError, CheckpointError, CheckpointDamagedError, NonFiniteLossError)
+
+
 def pretrain_config_from_args(args: argparse.Namespace) -> Any:
     """Validate the --pretrain options (or refuse them without --pretrain)."""
     from learners.backbones import canonical_backbone_name
@@ -144,7 +154,7 @@ def pretrain_config_from_args(args: argparse.Namespace) -> Any:
         ) from None
 
 
-@user_faults(ValueError, FileNotFoundError)  # EmbedError and CheckpointError among them
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     from learners.device import resolve_device
 
@@ -159,7 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch_threads=args.torch_threads,
         progress=not args.no_progress,
     )
-    resolve_device(args.device)
+    try:
+        resolve_device(args.device)
+    except ValueError as exc:  # learners' check of --device (a ValueError there, not a bug)
+        raise EmbedError(str(exc)) from None
     output = check_output(args.output, args.overwrite)
     run_dir_flag = ("--checkpoint-out", args.checkpoint_out)
     inputs = [("--dataset", dataset), ("--model", args.model)]
@@ -188,13 +201,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_dir = Path(args.checkpoint_out or output.with_suffix(".checkpoint"))
         try:
             checkpoint = pretrain(dataset, run_dir, pretrain_config)
-        except ValueError as exc:
+        except _learners_user_faults() as exc:
             raise EmbedError(f"--pretrain in {run_dir} (--checkpoint-out): {exc}") from None
         print(f"pre-trained {pretrain_config.backbone}: checkpoint {checkpoint}")
     else:
-        from splits.embeddings.feature_extractor import resolve_checkpoint
+        from splits.embeddings.feature_extractor import CheckpointError, resolve_checkpoint
 
-        resolve_checkpoint(checkpoint)
+        try:
+            resolve_checkpoint(checkpoint)
+        except CheckpointError as exc:
+            raise EmbedError(str(exc)) from None
     report = embed_dataset(
         dataset, checkpoint, output, runner, options, args.direct_num_workers, exit_on_ctrl_c=True
     )
@@ -203,6 +219,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from episodes.util.cli_errors import run_main
-
     sys.exit(run_main(main))

@@ -103,13 +103,13 @@ TOY_SPLIT_METHOD = '''
 
     from episodes.records.split_file import SplitFile
     from splits.methods import register_method
-    from splits.parameter_flags import parameter
+    from episodes.util.config_flags import config_field
     from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
 
     @dataclass(frozen=True)
     class ToyHeadParameters:
-        train_classes: int = parameter(2, help="how many classes (sorted by name) train")
+        train_classes: int = config_field(2, help="how many classes (sorted by name) train")
 
         def __post_init__(self):
             if self.train_classes < 1:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from episodes.util.cli_errors import UserError
+
 BACKGROUND = "images_background"
 EVALUATION = "images_evaluation"
 OMNIGLOT_DRAWERS = 20
 OMNIGLOT_SIZE = 105
 
 
-class GlyphDatasetError(ValueError):
+class GlyphDatasetError(UserError, ValueError):
     """Bad parameters or an output folder that may not be written; message names the value."""
 
 

@@ -10,6 +10,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from episodes.util.cli_errors import UserError
+
 __all__ = [
     "BASE_NOVEL_DRAWS",
     "FIXED_DEFAULT_QUERY",
@@ -29,7 +31,7 @@ FIXED_DEFAULT_SHOTS = 5
 FIXED_DEFAULT_QUERY = 15
 
 
-class SamplerError(ValueError):
+class SamplerError(UserError, ValueError):
     """A sampler configuration or input that cannot produce the requested episodes."""
 
 

@@ -43,6 +43,7 @@ from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.local_dataset import require_local_dataset
 from episodes.util.atomic_files import missing_parents, remove_if_empty, staging_folder
+from episodes.util.cli_errors import UserError
 from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.progress_lines import ProgressLines
 from splits.embeddings.embeddings_file import EmbeddingsFile
@@ -79,7 +80,7 @@ SUMS_FILE = "class_sums.npz"
 SKIPPED_FILE = "skipped.json"
 
 
-class EmbedError(ValueError):
+class EmbedError(UserError, ValueError):
     """Inputs or results of an embedding job that cannot give a valid embeddings file."""
 
 
