@@ -2,7 +2,7 @@
 
 A method is a small class (the models: learn2learn's `get_tasksets(name)`, scikit-learn's
 estimators): a `name`, a frozen `Parameters` dataclass whose fields are the method's flags
-(`splits.parameter_flags`) and which validates itself, and `plan(inputs)`, which reads and
+(`episodes.util.config_flags.config_field`) and which validates itself, and `plan(inputs)`, which reads and
 checks the inputs every method shares (`SplitInputs`) and returns the split files it will write
 (`PlannedSplit`), all before any long work. `make(inputs)` runs the plan: one SplitFile, or a
 list when the plan holds several (an ATG sweep). Methods register by name in `splits.methods`.

@@ -92,7 +92,7 @@ def test_pool_query_outside_pool_option():
         others = set(range(spec.images_per_class[c])) - set(pool.records[c])
         assert seen <= others
         assert len(seen) > 0.9 * len(others)  # query still ranges over all other examples
-    with pytest.raises(SamplerError, match="pool_query='inside'"):
+    with pytest.raises(SamplerError, match="--pool-query inside: expected one of all, outside_pool"):
         SamplerConfig(pool_query="inside")
 
 
@@ -323,7 +323,7 @@ def test_mixed_episodes_are_pure_functions_of_the_index():
         a = MixedSampler(spec, "train", "test", 0.4, config, seed=5)
         b = MixedSampler(spec, "train", "test", 0.4, config, seed=5)
         assert [a.episode(i) for i in (7, 3, 0)] == [b.episode(i) for i in (0, 3, 7)][::-1]
-    with pytest.raises(SamplerError, match="base_novel_draw='uniform'"):
+    with pytest.raises(SamplerError, match="--base-novel-draw uniform: expected one of"):
         SamplerConfig(base_novel_draw="uniform")
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -139,9 +140,10 @@ def _kind(annotation: Any) -> FieldKind:
     raise TypeError(f"no flag type for {annotation!r}")
 
 
+@functools.cache
 def field_kinds(config_class: type) -> dict[str, FieldKind]:
     """The kind of every field of `config_class`, from its annotations (TypeError for a type
-    no flag can hold, e.g. a dict)."""
+    no flag can hold, e.g. a dict); read once per class. Do not change the dict returned."""
     hints = typing.get_type_hints(config_class)
     return {f.name: _kind(hints[f.name]) for f in dataclasses.fields(config_class)}
 
@@ -306,7 +308,7 @@ def add_config_arguments(
             nargs=kind.count,
             choices=meta.get("choices"),
             metavar=meta.get("metavar")
-            or (None if meta.get("choices") else _METAVARS.get(kind.base)),
+            or (None if meta.get("choices") else _METAVARS.get(kind.base, field.name.upper())),
             required=required,
             renamed_from=old,
             **common,
