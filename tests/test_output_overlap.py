@@ -22,8 +22,8 @@ import pytest
 from episodes.util.cli_errors import run_main
 from episodes.util.output_overlap import OutputOverlapsInputError, refuse_overlap, relation
 from tests.cli_processes import REPO, TINY, child_env
+from tests.command_walk import command_module, command_parsers, commands
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
-from tests.test_cli_style import command_module, command_parsers, commands
 from tests.test_reader_fixtures import write_dataset
 
 # ----------------------------------------------------------------------------------------------

@@ -92,7 +92,9 @@ def test_pool_query_outside_pool_option():
         others = set(range(spec.images_per_class[c])) - set(pool.records[c])
         assert seen <= others
         assert len(seen) > 0.9 * len(others)  # query still ranges over all other examples
-    with pytest.raises(SamplerError, match="--pool-query inside: expected one of all, outside_pool"):
+    with pytest.raises(
+        SamplerError, match="--pool-query inside: expected one of all, outside_pool"
+    ):
         SamplerConfig(pool_query="inside")
 
 

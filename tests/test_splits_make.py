@@ -16,13 +16,13 @@ import pytest
 from episodes.records.dataset_spec import DatasetSpec
 from episodes.records.split_file import SplitFile, read_split_file
 from episodes.util.cli_style import command_parser
+from episodes.util.config_flags import add_config_arguments, config_field, config_from_args
 from splits import atg, make, published, semantic
 from splits import random as random_cli
 from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods import get_method, method_class, method_names, register_method
 from splits.methods.random.algorithm import random_split
 from splits.methods.semantic.algorithm import HierarchyError
-from episodes.util.config_flags import add_config_arguments, config_field, config_from_args
 from splits.split_method import SplitInputs, SplitMethod
 
 REPO = Path(__file__).resolve().parents[1]
