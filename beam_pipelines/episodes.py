@@ -364,7 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_episode_source_arguments(parser)
     parser.add_argument("--episodes", type=int, required=True, help="number of episodes")
     parser.add_argument("--start", type=int, default=0, help="first episode index")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed of the episodes (default 0)"
+    )
     parser.add_argument("--output", required=True, help="shards folder to create")
     parser.add_argument(
         "--num-shards",

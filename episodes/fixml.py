@@ -64,8 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
             cmd, several=False, help="converted dataset folder (or its dataset_spec.json)"
         )
         cmd.add_old_positional("spec", "--dataset")
-        cmd.add_argument("--split", default="train", help="split (default train)")
-        cmd.add_argument("--seed", type=int, default=0)
+        cmd.add_argument(
+            "--split", default="train", help="split: train, valid or test (default train)"
+        )
+        cmd.add_argument("--seed", type=int, default=0, help="random seed of the draw (default 0)")
         cmd.add_argument(
             "--output", type=Path, required=True, help="JSON file to write", renamed_from=("--out",)
         )

@@ -111,11 +111,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--split-file",
         help="split JSON (train/valid/test class names) overriding the spec's splits",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--episodes", type=int, default=5, help="episodes to read and print")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed of the episodes (default 0)"
+    )
+    parser.add_argument(
+        "--episodes", type=int, default=5, help="number of episodes to read and print"
+    )
     parser.add_argument("--start", type=int, default=0, help="first episode index")
-    parser.add_argument("--image-size", type=int, default=84)
-    parser.add_argument("--dtype", default="uint8", choices=sorted(episode_reader.DTYPES))
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        default=84,
+        metavar="N",
+        help="image side in pixels: episode images are resized to N x N (default 84)",
+    )
+    parser.add_argument(
+        "--dtype",
+        default="uint8",
+        choices=sorted(episode_reader.DTYPES),
+        help="numpy dtype of the episode arrays: uint8 pixels, or float32 scaled to [0, 1] "
+        "(default uint8)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="decoding threads (0: inline)")
     parser.add_argument(
         "--decode-processes",
@@ -136,8 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--resize",
         default=DEFAULT_RESIZE,
         choices=RESIZE_MODES,
-        help="reference: Meta-Dataset's TF bilinear (align_corners), the default; antialias: "
-        "Pillow's antialiased bilinear after JPEG DCT reduction (faster for large images)",
+        help="resampling method: reference, Meta-Dataset's TF bilinear (align_corners), the "
+        "default; antialias, Pillow's antialiased bilinear after JPEG DCT reduction (faster for "
+        "large images)",
     )
     parser.add_argument("--decoded-cache", default="auto", choices=episode_reader.CACHE_MODES)
     parser.add_argument("--cache-root", help="folder holding decoded caches, if not in dataset")

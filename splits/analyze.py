@@ -379,28 +379,52 @@ def build_parser() -> argparse.ArgumentParser:
         "splits.analyze", description="Analyses of class splits and embeddings."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    embeddings = "class embeddings file (.npz, python -m splits.embed)"
     pca = sub.add_parser("pca", help="PCA picture of a split (ATG Fig. 3)")
-    pca.add_argument("--embeddings", required=True)
-    pca.add_argument("--split", nargs="+", required=True, help="split file(s), one panel each")
+    pca.add_argument("--embeddings", required=True, metavar="NPZ", help=embeddings)
+    pca.add_argument(
+        "--split-file",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        renamed_from=("--split",),
+        help="split file(s) (train/valid/test class names), one panel each",
+    )
     pca.add_argument("--output", required=True, help="PNG path")
     cor = sub.add_parser("correlation", help="divergence vs accuracy (ATG Table 2)")
-    cor.add_argument("--train-embeddings", required=True)
+    cor.add_argument("--train-embeddings", required=True, metavar="NPZ", help=embeddings)
     cor.add_argument("--task-embeddings", help="embeddings of the task classes (default: train)")
     cor.add_argument("--tasks", required=True, help="JSON list of tasks (lists of class names)")
     cor.add_argument("--accuracies", required=True, help="JSON list or one number per line")
-    cor.add_argument("--family", default="gaussian", choices=["gaussian", "multinomial"])
-    cor.add_argument("--damping", type=finite_float, default=DEFAULT_DAMPING)
+    cor.add_argument(
+        "--family",
+        default="gaussian",
+        choices=["gaussian", "multinomial"],
+        help="the distribution each task's classes are fitted with (default gaussian)",
+    )
+    cor.add_argument(
+        "--damping",
+        type=finite_float,
+        default=DEFAULT_DAMPING,
+        help=f"diagonal damping of the Wasserstein-2 Gaussians (default {DEFAULT_DAMPING:g})",
+    )
     cor.add_argument(
         "--no-normalise", action="store_true", help="use raw instead of unit-normalised embeddings"
     )
     hop = sub.add_parser("hop", help="hop distance to a hierarchy (ATG Table 3)")
-    hop.add_argument("--embeddings", required=True)
+    hop.add_argument("--embeddings", required=True, metavar="NPZ", help=embeddings)
     target = hop.add_mutually_exclusive_group(required=True)
     target.add_argument("--parents", help="hierarchy JSON {node: [parents]} (e.g. WordNet DAG)")
     target.add_argument("--other-embeddings", help="compare with another embedding's Ward tree")
     summ = sub.add_parser("summary", help="sizes and distances of a split")
-    summ.add_argument("--split", required=True)
-    summ.add_argument("--embeddings")
+    summ.add_argument(
+        "--split-file",
+        required=True,
+        metavar="FILE",
+        renamed_from=("--split",),
+        help="split file (train/valid/test class names)",
+    )
+    summ.add_argument("--embeddings", metavar="NPZ", help=embeddings + ": distances too")
     summ.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser
 
@@ -410,7 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "pca":
         emb = EmbeddingsFile.load(args.embeddings)
-        splits = [SplitFile.load(p) for p in args.split]
+        splits = [SplitFile.load(p) for p in args.split_file]
         print(plot_pca(emb, splits, args.output))
     elif args.command == "correlation":
         train = EmbeddingsFile.load(args.train_embeddings)
@@ -441,7 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             other = ward_tree_parents(normalise_rows(emb_b.embeddings), emb_b.class_names)
         print(f"hop distance: {hop_distance(tree, other, emb.class_names):.4f}")
     else:
-        split = SplitFile.load(args.split)
+        split = SplitFile.load(args.split_file)
         emb = EmbeddingsFile.load(args.embeddings) if args.embeddings else None
         summary = split_summary(split, emb)
         print(json.dumps(summary, indent=2) if args.json else summary_text(summary))

@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing embeddings file"
     )
-    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="images per batch (one forward pass)"
+    )
     parser.add_argument(
         "--chunk-size", type=int, default=256, help="records of a class per Beam work item"
     )
@@ -88,9 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--pretrain-steps", type=int, default=None, help="training batches")
     pre.add_argument("--pretrain-batch-size", type=int, default=64)
     pre.add_argument("--pretrain-lr", type=finite_float, default=1e-3)
-    pre.add_argument("--image-size", type=int, default=None, help="image side (default 84)")
+    pre.add_argument(
+        "--image-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="image side in pixels: images are resized to N x N (default 84)",
+    )
     pre.add_argument("--width", type=finite_float, default=1.0, help="backbone channel multiplier")
-    pre.add_argument("--seed", type=int, default=0)
+    pre.add_argument("--seed", type=int, default=0, help="random seed of the pre-training")
     pre.add_argument(
         "--checkpoint-out",
         default=None,

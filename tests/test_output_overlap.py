@@ -148,7 +148,14 @@ COMMANDS: dict[str, Case | str] = {
     ),
     "beam_pipelines.cache": Case(
         _dataset_named_as_its_cache,
-        lambda ds, out: ["--dataset", str(ds), "--size", "8", "--cache-root", str(out.parents[1])],
+        lambda ds, out: [
+            "--dataset",
+            str(ds),
+            "--image-size",
+            "8",
+            "--cache-root",
+            str(out.parents[1]),
+        ],
         "--dataset",
         output_flag="cache folder",
         relations=("is",),

@@ -347,7 +347,7 @@ def test_shots_plus_query_larger_than_class_named():
         ({"ignore_hierarchy_probability": 1.5}, "--ignore-hierarchy-probability 1.5: expected"),
         ({"max_support_size": 10}, "--max-support-size 10 is smaller"),
         ({"min_examples_in_class": -2}, "--min-examples-in-class -2: expected an integer >= 0"),
-        ({"min_log_weight": float("nan")}, "--min-log-weight nan: expected a number"),
+        ({"min_log_weight": float("nan")}, "--min-log-weight nan: expected a finite number"),
         ({"use_dag_hierarchy": "no"}, "--use-dag-hierarchy no: expected true or false"),
     ],
 )

@@ -301,7 +301,9 @@ def test_old_dataset_name_spelling_is_only_read_under_the_old_names(
 def test_help_lists_the_methods_and_each_methods_flags():
     assert "methods: atg, published, random, semantic" in make.build_parser().format_help()
     atg_help = make.build_parser("atg").format_help()
-    assert all(flag in atg_help for flag in ("--divergence R", "--lambda", "--measure", "--seed"))
+    assert all(
+        flag in atg_help for flag in ("--divergence R", "--penalty-weight", "--measure", "--seed")
+    )
     assert "--sweep" not in atg_help and "--output-dir" not in atg_help
     assert make.build_parser("atg").format_help() == atg.build_parser().format_help()
 

@@ -330,7 +330,7 @@ def cached(tmp_path):
     from beam_pipelines import cache as cache_cli
 
     spec = write_dataset(tmp_path / "toy", per_class=(12,) * 9, fmt="JPEG")
-    assert cache_cli.main([str(spec.root), "--size", "16"]) == 0
+    assert cache_cli.main([str(spec.root), "--image-size", "16"]) == 0
     return spec
 
 

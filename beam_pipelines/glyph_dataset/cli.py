@@ -30,7 +30,14 @@ def build_parser() -> CommandParser:
     parser.add_argument(
         "--examples", type=int, default=OMNIGLOT_DRAWERS, help="drawers per character (20)"
     )
-    parser.add_argument("--size", type=int, default=OMNIGLOT_SIZE, help="image side (105)")
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        default=OMNIGLOT_SIZE,
+        metavar="N",
+        renamed_from=("--size",),
+        help=f"image side in pixels of the drawn glyphs (default {OMNIGLOT_SIZE}, Omniglot's)",
+    )
     parser.add_argument(
         "--max-characters", type=int, default=None, help="keep the first N characters per alphabet"
     )
@@ -51,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         alphabets=args.alphabets,
         examples=args.examples,
-        size=args.size,
+        size=args.image_size,
         max_characters=args.max_characters,
         as_zip=args.zip,
     )

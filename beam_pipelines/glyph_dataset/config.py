@@ -54,7 +54,7 @@ def check_values(config: GlyphDatasetConfig) -> None:
         ),
         (
             isinstance(config.size, int) and 28 <= config.size <= 512,
-            f"--size must be between 28 and 512 pixels, got {config.size!r}",
+            f"--image-size must be between 28 and 512 pixels, got {config.size!r}",
         ),
         (
             config.max_characters is None

@@ -84,7 +84,9 @@ class SourceConfig:
     )
     resize: int | None = option(
         None,
-        "store images resized to RESIZE x RESIZE (default: original size)",
+        "image side in pixels: store images resized to N x N (default: their original size)",
+        flag="--image-size",
+        renamed_from=("--resize",),  # --resize is the reader's resampling method
         minimum=1,
         maximum=MAX_IMAGE_SIDE,  # the image size limit of converted datasets, for the output too
     )

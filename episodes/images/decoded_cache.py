@@ -222,7 +222,7 @@ NPY_HEADER_MAX = 4096  # bytes of .npy header (np.save writes 128 for these arra
 
 def _rebuild_hint(spec: DatasetSpec, size: int, resize: str) -> str:
     return (
-        f"rebuild it: python -m beam_pipelines.cache --dataset {spec.root} --size {size} "
+        f"rebuild it: python -m beam_pipelines.cache --dataset {spec.root} --image-size {size} "
         f"--resize {resize} --overwrite"
     )
 

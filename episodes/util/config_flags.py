@@ -142,10 +142,19 @@ def _kind(annotation: Any) -> FieldKind:
 
 @functools.cache
 def field_kinds(config_class: type) -> dict[str, FieldKind]:
-    """The kind of every field of `config_class`, from its annotations (TypeError for a type
-    no flag can hold, e.g. a dict); read once per class. Do not change the dict returned."""
+    """The kind of every field of `config_class`, from its annotations (TypeError for a flag
+    of a type no flag can hold, e.g. a dict; a `cli=False` setting of such a type is left
+    unchecked); read once per class. Do not change the dict returned."""
     hints = typing.get_type_hints(config_class)
-    return {f.name: _kind(hints[f.name]) for f in dataclasses.fields(config_class)}
+    kinds = {}
+    for field in dataclasses.fields(config_class):
+        try:
+            kinds[field.name] = _kind(hints[field.name])
+        except TypeError:
+            if field.metadata.get("cli", True):
+                raise
+            kinds[field.name] = FieldKind(object, True)  # a setting of another type: unchecked
+    return kinds
 
 
 _NOUNS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
@@ -162,16 +171,16 @@ def expected_text(kind: FieldKind, meta: Mapping[str, Any]) -> str:
         text = "one of " + ", ".join(str(c) for c in meta["choices"])
     low, high = meta.get("minimum"), meta.get("maximum")
     above, below = meta.get("above"), meta.get("below")
-    if low is not None and high is not None:
+    lower = ("[", low) if low is not None else ("(", above) if above is not None else None
+    upper = ("]", high) if high is not None else (")", below) if below is not None else None
+    if lower and upper and (lower[0], upper[0]) == ("[", "]"):
         text += f" in {low:g}..{high:g}"
-    elif low is not None:
-        text += f" >= {low:g}"
-    elif high is not None:
-        text += f" <= {high:g}"
-    if above is not None:
-        text += f" > {above:g}"
-    if below is not None:
-        text += f" < {below:g}"
+    elif lower and upper:
+        text += f" in {lower[0]}{lower[1]:g}, {upper[1]:g}{upper[0]}"
+    elif lower:
+        text += f" {'>=' if lower[0] == '[' else '>'} {lower[1]:g}"
+    elif upper:
+        text += f" {'<=' if upper[0] == ']' else '<'} {upper[1]:g}"
     return text
 
 
@@ -209,11 +218,14 @@ def _allowed(item: Any, meta: Mapping[str, Any]) -> bool:
 def check_value(field: dataclasses.Field, kind: FieldKind, value: Any, error: type) -> Any:
     """`value` as the field stores it (a list of a tuple field becomes a tuple, an integer of
     a float field a float), or `error` naming the flag, the value and what was expected."""
-    if value is None and (kind.optional or field.default is None):
-        return None
+    if kind.base is object or (value is None and (kind.optional or field.default is None)):
+        return value
     meta = field.metadata
 
     def refuse() -> Exception:
+        items = value if isinstance(value, list | tuple) else (value,)
+        if any(isinstance(v, float) and not math.isfinite(v) for v in items):
+            return error(f"{flag_of(field)} {_shown(value)}: expected a finite number")
         return error(f"{flag_of(field)} {_shown(value)}: expected {expected_text(kind, meta)}")
 
     many = kind.count is not None
@@ -263,14 +275,17 @@ def add_config_arguments(
     require_missing: bool = True,
     show_defaults: bool = True,
     underscore_spellings: bool = False,
+    always_negatable: bool = False,
 ) -> list[dataclasses.Field]:
     """One flag per flag field of `config_class` (or of `fields`), added to `container` (a
     parser or argument group of an `episodes.util.cli_style` parser). A flag given is stored as
     `dest_prefix + field name`; a flag not given leaves no attribute, so the dataclass default
     applies (`config_from_args`). A field without a default is a required flag unless
     `require_missing` is False (options asked for only in some uses, e.g. a sampling mode's). A
-    bool field is `--flag`, and `--no-flag` too when its default is True. `underscore_spellings`
-    keeps `--field_name` as an old spelling. Returns the fields added."""
+    bool field is `--flag`, and `--no-flag` too when its default is True (or always, with
+    `always_negatable`). `underscore_spellings` keeps `--field_name` as an old spelling.
+    `show_defaults` appends '(default X)' to a help that does not name its default. Returns the
+    fields added."""
     kinds = field_kinds(config_class)
     chosen = flag_fields(config_class) if fields is None else list(fields)
     for field in chosen:
@@ -287,7 +302,7 @@ def add_config_arguments(
             container.add_argument(
                 flag, action="store_const", const=True, renamed_from=old, **common
             )
-            if field.default is True:
+            if field.default is True or always_negatable:
                 negated = [f"--no-{o[2:]}" for o in old]
                 container.add_argument(
                     "--no-" + flag[2:],

@@ -41,8 +41,9 @@ class ATGConfig:
     )
     lam: float = config_field(
         1.0,
-        flag="--lambda",
-        help="penalty weight; with the mean likelihood the paper's summed objective's weight is "
+        flag="--penalty-weight",
+        renamed_from=("--lambda",),  # --lambda is FIX-ML's base/novel mixing of the samplers
+        help="lambda, the weight of the penalty (D - R)^2; with the mean likelihood the paper's summed objective's weight is "
         "M * lambda",
     )
     iterations: int = config_field(7000, help="SGD steps per start")
@@ -71,10 +72,17 @@ class ATGConfig:
     damping: float = config_field(
         DEFAULT_DAMPING, help="diagonal damping of the Wasserstein-2 Gaussians"
     )
-    threads: int = config_field(1, help="torch CPU threads")
+    threads: int = config_field(
+        1,
+        flag="--torch-threads",
+        renamed_from=("--threads",),  # --threads is the decoding threads of the reader
+        help="torch CPU threads",
+    )
     dtype: str = config_field(
         "float32",
         choices=DTYPE_NAMES,
+        flag="--precision",
+        renamed_from=("--dtype",),  # --dtype is the dtype of the reader's episode arrays
         help="precision of the SGD iterations (final numbers are float64)",
     )
     seed: int = config_field(
