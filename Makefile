@@ -101,7 +101,7 @@ demo-splits: venv
 	    --output $(DATA)/splits/omniglot
 	@for f in $(DATA)/splits/omniglot/*.json; do \
 	  $(DEMO_PY) -m splits.analyze summary --split-file $$f --embeddings $(EMB) || exit 1; \
-	  $(DEMO_PY) -m splits.analyze pca --embeddings $(EMB) --split $$f \
+	  $(DEMO_PY) -m splits.analyze pca --embeddings $(EMB) --split-file $$f \
 	      --output $(PLOTS)/pca_$$(basename $$f .json).png || exit 1; \
 	done
 
