@@ -161,3 +161,14 @@ def test_the_older_typed_form_is_kept_for_the_learners_commands(capsys):
     assert main(ValueError("bad")) == EXIT_USAGE
     assert capsys.readouterr().err == "error: bad\n"
     assert main.user_fault_types == (ValueError,)
+
+
+def test_several_faults_are_one_line_each_and_survive_a_process_boundary(capsys):
+    import pickle
+
+    from episodes.util.cli_errors import UserErrors
+
+    faults = UserErrors(["a.zip: HTTP 404", "b.zip: HTTP 404"])
+    assert run_main(_raising(faults)) == EXIT_USAGE
+    assert capsys.readouterr().err == "error: a.zip: HTTP 404\nerror: b.zip: HTTP 404\n"
+    assert pickle.loads(pickle.dumps(faults)).lines == faults.lines

@@ -76,6 +76,9 @@ class UserErrors(UserError):
         self.lines = [str(line) for line in lines]
         super().__init__("; ".join(self.lines))
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (a worker process) with its lines
+        return (type(self), (self.lines,))
+
 
 class UsageError(UserError, ValueError):
     """Flags that do not fit together or a value a command cannot take (the message names the
