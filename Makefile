@@ -100,8 +100,8 @@ demo-splits: venv
 	    --divergence 0.04 0.32 0.64 0.96 --seed $(SEED) --quiet --overwrite \
 	    --output $(DATA)/splits/omniglot
 	@for f in $(DATA)/splits/omniglot/*.json; do \
-	  $(DEMO_PY) -m splits.analyze summary --split $$f --embeddings $(EMB) || exit 1; \
-	  $(DEMO_PY) -m splits.analyze pca --embeddings $(EMB) --split $$f \
+	  $(DEMO_PY) -m splits.analyze summary --split-file $$f --embeddings $(EMB) || exit 1; \
+	  $(DEMO_PY) -m splits.analyze pca --embeddings $(EMB) --split-file $$f \
 	      --output $(PLOTS)/pca_$$(basename $$f .json).png || exit 1; \
 	done
 

@@ -1,4 +1,5 @@
-"""`python -m beam_pipelines.cache --dataset OUT [--size 84]`: write the decoded cache of a converted dataset.
+"""`python -m beam_pipelines.cache --dataset OUT [--image-size 84]`: write the decoded cache of a
+converted dataset.
 
 One Beam element per class: decode all its records (thread pool), resize to SIZE x SIZE (the
 reader's `--resize` mode) and write `{class_id}.npy` into a staging folder, with its size and
@@ -42,8 +43,8 @@ from episodes.images.decoded_cache import (
 )
 from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
 from episodes.images.image_size_limit import MAX_IMAGE_SIDE
-from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
-from episodes.records.record_reader import CorruptRecordError, RecordReader
+from episodes.records.dataset_spec import DatasetSpec, load_spec
+from episodes.records.record_reader import RecordReader
 from episodes.util.atomic_files import missing_parents, remove_if_empty, staging_folder
 from episodes.util.cli_errors import os_error_line, user_faults
 from episodes.util.cli_style import (
@@ -248,16 +249,24 @@ def build_parser() -> CommandParser:
         several=False,
         help="converted dataset folder (with dataset_spec.json)",
     )
-    parser.add_argument("--size", type=int, default=84, help="image side (default 84)")
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        default=84,
+        metavar="N",
+        renamed_from=("--size",),
+        help="image side in pixels: the cached images are N x N (default 84)",
+    )
     parser.add_argument(
         "--resize",
         default=DEFAULT_RESIZE,
         choices=RESIZE_MODES,
-        help=f"how images are resized, as the reader's --resize (default {DEFAULT_RESIZE})",
+        help="resampling method: reference (Meta-Dataset's TF bilinear) or antialias, as the "
+        f"reader's --resize (default {DEFAULT_RESIZE})",
     )
     parser.add_argument(
         "--cache-root",
-        help="write under CACHE_ROOT/<dataset>/ instead of the "
+        help="folder of decoded caches: write under CACHE_ROOT/<dataset>/ instead of the "
         "dataset folder (for read-only datasets)",
     )
     parser.add_argument("--threads", type=int, default=2, help="decoding threads per worker")
@@ -267,12 +276,14 @@ def build_parser() -> CommandParser:
     return parser
 
 
-@user_faults(SpecError, DecodedCacheError, CorruptRecordError, ValueError, OSError)
+@user_faults
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args, dataset = parse_with_one_dataset(parser, argv, "cache")
-    if not 1 <= args.size <= MAX_IMAGE_SIDE:
-        parser.error(f"--size {args.size}: expected 1..{MAX_IMAGE_SIDE} (the image size limit)")
+    if not 1 <= args.image_size <= MAX_IMAGE_SIDE:
+        parser.error(
+            f"--image-size {args.image_size}: expected 1..{MAX_IMAGE_SIDE} (the image size limit)"
+        )
     if args.threads < 0:
         parser.error(f"--threads {args.threads}: expected >= 0")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -286,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     target = build_cache(
         spec,
-        args.size,
+        args.image_size,
         runner,
         cache_root=args.cache_root,
         threads=args.threads,

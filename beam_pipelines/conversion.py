@@ -31,12 +31,9 @@ from episodes.util.atomic_files import (
     replace_folder,
     staging_folder,
 )
+from episodes.util.cli_errors import OutputExistsError
 from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.output_overlap import refuse_overlap
-
-
-class OutputExistsError(FileExistsError):
-    """The output folder exists and --overwrite was not given."""
 
 
 @dataclass

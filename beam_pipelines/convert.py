@@ -68,9 +68,7 @@ def list_sources() -> str:
     return "\n".join(lines)
 
 
-# OutputExistsError and OutputLockedError are OSErrors, LayoutError a ValueError; an OSError
-# (e.g. an object store that cannot be listed or written) is named by its path.
-@user_faults(ValueError, OSError)
+@user_faults
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = chosen_command(argv)

@@ -34,7 +34,6 @@ from pathlib import Path
 import apache_beam as beam
 
 from beam_pipelines.conversion import (
-    OutputExistsError,
     abort_output,
     begin_output,
     check_output,
@@ -44,7 +43,6 @@ from beam_pipelines.conversion import (
 from beam_pipelines.conversion_progress import ProgressReporter
 from beam_pipelines.convert_options import add_source_arguments, conversion_parser
 from beam_pipelines.interrupt_exit import exit_on_interrupt, interrupts_deferred
-from beam_pipelines.output_lock import OutputLockedError
 from beam_pipelines.runner_options import RunnerChoice, make_runner
 from beam_pipelines.sources import SOURCES
 from beam_pipelines.sources.base import ConversionPlan, LayoutError, Source
@@ -346,7 +344,7 @@ def build_parser() -> CommandParser:
     return parser
 
 
-@user_faults(LayoutError, OutputExistsError, OutputLockedError, ValueError)
+@user_faults
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()

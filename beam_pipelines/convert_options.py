@@ -53,7 +53,7 @@ def add_source_arguments(parser: CommandParser, sources: Sequence[type[Source]])
                 continue
             if declared.setdefault(f.name, owner) is not owner:
                 raise ValueError(
-                    f"{flag_of(f.name)} is declared by both {declared[f.name].__name__} and "
+                    f"{flag_of(f)} is declared by both {declared[f.name].__name__} and "
                     f"{owner.__name__}: give one of them another name"
                 )
             if f.name not in {g.name for g in owners.setdefault(owner, [])}:

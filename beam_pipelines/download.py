@@ -49,20 +49,16 @@ from beam_pipelines.http_fetch import (
 from beam_pipelines.output_lock import OutputLockedError, acquire_output_lock
 from beam_pipelines.sources import SOURCES, get_source_class
 from beam_pipelines.sources.base import LayoutError, Source
-from beam_pipelines.sources.source_config import (
-    add_config_arguments,
-    check_field,
-    field_kinds,
-    option,
-)
+from beam_pipelines.sources.source_config import add_config_arguments, option
 from episodes.util.atomic_files import missing_parents, remove_if_empty, write_text_atomically
-from episodes.util.cli_errors import EXIT_USAGE, UserError, run_main, user_faults
+from episodes.util.cli_errors import UserError, UserErrors, run_main, user_faults
 from episodes.util.cli_style import CommandParser, command_parser
+from episodes.util.config_flags import check_fields, config_from_args
 from episodes.util.progress_lines import ProgressLines
 from episodes.util.termination import note_signal
 
 
-class DownloadError(Exception):
+class DownloadError(UserError):
     """A file that could not be fetched, verified or placed: one line saying what to do."""
 
 
@@ -91,24 +87,11 @@ class DownloadConfig:
     )
 
     def __post_init__(self) -> None:
-        kinds = field_kinds(type(self))
-        for f in dataclasses.fields(self):
-            value = check_field(f.name, getattr(self, f.name), kinds[f.name], dict(f.metadata))
-            object.__setattr__(self, f.name, value)
-
-    @classmethod
-    def flag_fields(cls) -> list[dataclasses.Field]:
-        return list(dataclasses.fields(cls))
+        check_fields(self)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DownloadConfig:
-        return cls(
-            **{
-                f.name: getattr(args, f.name)
-                for f in cls.flag_fields()
-                if getattr(args, f.name, None) is not None
-            }
-        )
+        return config_from_args(cls, args)
 
     def fetch_options(self) -> FetchOptions:
         return FetchOptions(
@@ -435,15 +418,21 @@ def run_downloads(
     return outcome
 
 
-def report(outcome: Outcome) -> int:
-    """Print what was done (stdout), then what failed and what to obtain by hand (stderr)."""
+def report(outcome: Outcome, every: bool) -> int:
+    """Print what was done (stdout) and, with --all, the files to obtain by hand (stderr);
+    what failed raises, one `error:` line each, as does a by-hand file of a source asked for by
+    name (it cannot be converted yet)."""
     for line in outcome.done:
         print(line)
+    faults = list(outcome.failed)
     for line in outcome.by_hand:
-        print(line, file=sys.stderr)
-    for line in outcome.failed:
-        print(f"error: {line}", file=sys.stderr)
-    return EXIT_USAGE if outcome.failed else 0
+        if every:
+            print(line, file=sys.stderr)
+        else:
+            faults.append(line)
+    if faults:
+        raise UserErrors(faults)
+    return 0
 
 
 def build_parser() -> CommandParser:
@@ -470,34 +459,20 @@ def build_parser() -> CommandParser:
 
 def download_for_convert(source: str | None, every: bool, raw: str | None) -> None:
     """`convert --download`: fetch what `convert` is about to read into its --input folder with
-    the default options; a fault is one UserError line (a by-hand file of the one source asked
-    for included), by-hand files of `--all` are named on stderr and their sources skipped."""
+    the default options, reported as the command itself reports them (`report`)."""
     if not raw or not (source or every):
         raise UserError("--download needs --input RAW (the folder to fill) and --source or --all")
-    try:
-        outcome = run_downloads(
-            targets([source] if source else [], every, Path(raw)),
-            Path(raw),
-            DownloadConfig(),
-            every,
-        )
-    except DownloadError as exc:
-        raise UserError(str(exc)) from None
-    for line in outcome.done:
-        print(line)
-    for line in outcome.by_hand:
-        print(line, file=sys.stderr)
-    if outcome.failed or (outcome.by_hand and not every):
-        for line in outcome.failed[:-1]:
-            print(f"error: {line}", file=sys.stderr)
-        raise UserError((outcome.failed or outcome.by_hand)[-1])
+    outcome = run_downloads(
+        targets([source] if source else [], every, Path(raw)), Path(raw), DownloadConfig(), every
+    )
+    report(outcome, every)
 
 
 def interrupted_line() -> str:
     return "interrupted: partial files are kept as NAME.part; run the same command to resume"
 
 
-@user_faults(DownloadError, LayoutError, ValueError, OSError)
+@user_faults
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -513,11 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     config = DownloadConfig.from_args(args)
     output = Path(args.output)
     pairs = targets(args.source or [], args.all, output)
-    outcome = run_downloads(pairs, output, config, args.all)
-    status = report(outcome)
-    if outcome.by_hand and not args.all:
-        return EXIT_USAGE  # the one source asked for cannot be converted yet
-    return status
+    return report(run_downloads(pairs, output, config, args.all), args.all)
 
 
 if __name__ == "__main__":

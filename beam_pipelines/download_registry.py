@@ -21,11 +21,12 @@ from urllib.parse import unquote, urlsplit
 
 from beam_pipelines.sources.base import Source
 from beam_pipelines.sources.raw_downloads import ObtainByHand, Published, TfdsRegistered
+from episodes.util.cli_errors import UserError
 
 TEST_OVERRIDE_ENV = "BEAM_PIPELINES_TEST_CHECKSUMS"
 
 
-class RegistryError(ValueError):
+class RegistryError(UserError, ValueError):
     """A declaration names a file the installed TFDS does not register."""
 
 

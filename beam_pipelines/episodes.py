@@ -43,9 +43,7 @@ from episodes.reading.episode_shards import (
 )
 from episodes.reading.reader import EpisodeReader
 from episodes.records import storage_paths
-from episodes.records.dataset_spec import SpecError
 from episodes.records.reader_errors import ReaderError
-from episodes.records.record_reader import CorruptRecordError
 from episodes.records.tfrecord_io import frame_record
 from episodes.sampling.episode_cli import (
     add_episode_source_arguments,
@@ -55,7 +53,7 @@ from episodes.sampling.episode_cli import (
 )
 from episodes.sampling.modes import manifest_fields, mode_from_json
 from episodes.util.atomic_files import atomic_path, replace_folder, staging_folder
-from episodes.util.cli_errors import user_faults
+from episodes.util.cli_errors import OutputExistsError, user_faults
 from episodes.util.cli_style import command_parser
 from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.output_overlap import refuse_overlap
@@ -67,10 +65,6 @@ from episodes.util.progress_lines import ProgressLines
 TARGET_SHARD_BYTES = 128 << 20
 SIZE_SAMPLE_EPISODES = 8
 MAX_DEFAULT_SHARDS = 4096
-
-
-class OutputExistsError(ValueError):
-    """The output folder exists and --overwrite was not given."""
 
 
 @dataclass(frozen=True)
@@ -370,7 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_episode_source_arguments(parser)
     parser.add_argument("--episodes", type=int, required=True, help="number of episodes")
     parser.add_argument("--start", type=int, default=0, help="first episode index")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed of the episodes (default 0)"
+    )
     parser.add_argument("--output", required=True, help="shards folder to create")
     parser.add_argument(
         "--num-shards",
@@ -388,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@user_faults(SpecError, ReaderError, OutputExistsError, CorruptRecordError, ValueError, OSError)
+@user_faults
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)

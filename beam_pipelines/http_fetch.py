@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from episodes.util.cli_errors import UserError
 from episodes.util.progress_lines import ProgressLines
 
 CHUNK = 1 << 16
@@ -33,7 +34,7 @@ USER_AGENT = "few-shot-episodes-download/1 (urllib)"
 RETRIED_4XX = (408, 425, 429)
 
 
-class FetchError(Exception):
+class FetchError(UserError):
     """A URL that could not be fetched, or served other bytes than registered: one line."""
 
 

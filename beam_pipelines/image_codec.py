@@ -21,6 +21,7 @@ from beam_pipelines.pixel_conventions import (
     reference_pixels,
 )
 from episodes.images.image_size_limit import refusal_reason, size_problem, use_image_size_limit
+from episodes.util.cli_errors import UserError
 
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 use_image_size_limit()  # beyond it, images are rejected below (verify and the reader share it)
@@ -28,7 +29,7 @@ use_image_size_limit()  # beyond it, images are rejected below (verify and the r
 FORMATS = {"jpeg": "JPEG", "png": "PNG"}
 
 
-class ImageRejected(ValueError):
+class ImageRejected(UserError, ValueError):
     """An input that is not a decodable image (truncated, empty, unknown format)."""
 
 

@@ -23,6 +23,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from episodes.util.cli_errors import UserError
+
 DEFAULT_WORKER_START_TIMEOUT_S = 180.0
 PROBED_ENVIRONMENTS = {"EXTERNAL", "PROCESS"}
 ENVIRONMENT_URNS = {"beam:env:external:v1": "EXTERNAL", "beam:env:process:v1": "PROCESS"}
@@ -34,6 +36,11 @@ MARKER = "FEWSHOT_WORKER_PROBE"
 HINT_AFTER_S = 15.0
 # The probe's own allowance to reach the job service, beyond the worker's start.
 SUBMIT_ALLOWANCE_S = 90.0
+
+
+class WorkerStartError(UserError, ValueError):
+    """SDK workers that the runner's flags cannot start, or that start but cannot import this
+    project: one line saying which flag or install to fix."""
 
 
 def add_worker_start_timeout_argument(parser) -> None:
@@ -52,7 +59,7 @@ def worker_start_timeout(args: argparse.Namespace) -> float:
     """`--worker-start-timeout`, checked: 0 (no check) or a positive, finite number."""
     value = getattr(args, "worker_start_timeout", DEFAULT_WORKER_START_TIMEOUT_S)
     if not (0 <= value < float("inf")):
-        raise ValueError(
+        raise WorkerStartError(
             f"--worker-start-timeout {value}: expected a number of seconds (0 skips the check)"
         )
     return value
@@ -83,7 +90,7 @@ def refuse_unrunnable_environment(kind: str, config: str, options) -> None:
 
     described = f"--environment_type {kind}"
     if kind == "EXTERNAL" and not config:
-        raise ValueError(
+        raise WorkerStartError(
             f"{described} needs the worker pool's address: --environment_config HOST:PORT "
             f"(--environment_options external_service_address alone fails inside Beam "
             f"{_beam_version()}; a "
@@ -96,12 +103,12 @@ def refuse_unrunnable_environment(kind: str, config: str, options) -> None:
         except (ValueError, AttributeError):
             command = None
         if not command:
-            raise ValueError(
+            raise WorkerStartError(
                 f"{described} needs the worker command: --environment_config "
                 '\'{"command": "/path/to/boot"}\' (or --environment_options process_command=...)'
             )
         if options.view_as(PortableOptions).job_endpoint == "embed":
-            raise ValueError(
+            raise WorkerStartError(
                 f"{described}: Beam's embedded job service (--job_endpoint embed) cannot start "
                 "PROCESS workers; use --environment_type EXTERNAL with a worker pool, or a "
                 "Flink or Spark job server"
@@ -152,7 +159,7 @@ def check_sdk_workers(runner: str, beam_args: Sequence[str], options, timeout_s:
             )
             output, _ = child.communicate(timeout=timeout_s + SUBMIT_ALLOWANCE_S - HINT_AFTER_S)
     except subprocess.TimeoutExpired:
-        raise ValueError(_no_worker_line(kind, config, timeout_s)) from None
+        raise WorkerStartError(_no_worker_line(kind, config, timeout_s)) from None
     finally:
         if child.poll() is None:  # stuck past its allowance, or Ctrl-C here
             child.kill()
@@ -227,7 +234,7 @@ def _judge(
     described = _described(kind, config)
     state = outcome.get("outcome")
     if state == "timeout":
-        raise ValueError(_no_worker_line(kind, config, timeout_s))
+        raise WorkerStartError(_no_worker_line(kind, config, timeout_s))
     report = outcome.get("report") or _report_in(outcome.get("error", ""))
     if report and report.get("failed"):
         missing = "; ".join(f"{name} ({why})" for name, why in report["failed"].items())
@@ -237,7 +244,7 @@ def _judge(
             if kind == "EXTERNAL"
             else "make the command start a Python where this project is installed"
         )
-        raise ValueError(
+        raise WorkerStartError(
             f"the SDK workers of {described} run {report['python']} (Python "
             f"{report['python_version']}, apache_beam {report['beam']}), which cannot import "
             f"{missing}: {fix}"
@@ -246,7 +253,7 @@ def _judge(
         error = outcome.get("error", "")
         if outcome.get("stage") == "submit":
             endpoint = options.view_as(PortableOptions).job_endpoint
-            raise ValueError(
+            raise WorkerStartError(
                 f"the probe job for the SDK workers of {described} could not be submitted to "
                 f"the job service at {endpoint} ({_error_reason(error)}): check --job_endpoint "
                 "and that its job server runs"
@@ -259,7 +266,7 @@ def _judge(
             )
         elif kind == "EXTERNAL" and "Error starting worker" in error:
             advice = _cause_hint(kind, config)
-        raise ValueError(
+        raise WorkerStartError(
             f"the probe job for the SDK workers of {described} failed: "
             f"{_error_reason(error)} ({advice})"
         )

@@ -28,6 +28,7 @@ from beam_pipelines.portable_preflight import (
 )
 from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
 from episodes.records.storage_paths import is_remote, unknown_local_flags
+from episodes.util.cli_errors import UsageError
 
 LOCAL_RUNNER_NAMES = {"directrunner", "direct", "fnapirunner", "local"}
 DASK_RUNNER_NAMES = {"daskrunner", "dask", "apache_beam.runners.dask.dask_runner.daskrunner"}
@@ -85,7 +86,7 @@ def storage_timeout(args: argparse.Namespace) -> float:
     """`--storage-timeout`, checked: a positive, finite number of seconds."""
     value = getattr(args, "storage_timeout", DEFAULT_TIMEOUT_S)
     if not (0 < value < float("inf")):
-        raise ValueError(f"--storage-timeout {value}: expected a positive number of seconds")
+        raise UsageError(f"--storage-timeout {value}: expected a positive number of seconds")
     return value
 
 
@@ -109,12 +110,12 @@ def make_runner_only(args: argparse.Namespace, beam_args: list[str]) -> RunnerCh
     The local runner would ignore any flag left for Beam other than the file-system ones, so
     such a flag (a misspelt option) is refused here, before any work, never silently dropped."""
     if args.direct_num_workers < 1:
-        raise ValueError(f"--direct_num_workers must be >= 1, got {args.direct_num_workers}")
+        raise UsageError(f"--direct_num_workers must be >= 1, got {args.direct_num_workers}")
     name = str(args.runner)
     if name.lower() in LOCAL_RUNNER_NAMES:
         unknown = unknown_local_flags(beam_args)
         if unknown:
-            raise ValueError(
+            raise UsageError(
                 f"unknown option(s) {' '.join(unknown)} for the DirectRunner (check the "
                 "spelling; only file-system flags pass through to a local run)"
             )
@@ -145,7 +146,7 @@ def make_runner_only(args: argparse.Namespace, beam_args: list[str]) -> RunnerCh
             runner, options, True, f"DirectRunner (FnApiRunner, {mode}, {workers} worker(s))"
         )
     if args.direct_num_workers > 1:
-        raise ValueError(
+        raise UsageError(
             f"--direct_num_workers {args.direct_num_workers} applies to the DirectRunner only; "
             f"{name} sets its workers with its own flags (e.g. --sdk_worker_parallelism, "
             "--num_workers, or the Dask cluster's size)"
@@ -162,7 +163,7 @@ def _dask_runner(beam_args: list[str]) -> RunnerChoice:
     try:
         from beam_pipelines import dask_runner
     except ImportError as exc:
-        raise ValueError(
+        raise UsageError(
             f"--runner DaskRunner needs the dask and distributed packages ({exc}); install them "
             "with `pip install dask distributed` (both pinned in requirements.lock)"
         ) from None

@@ -42,7 +42,8 @@ from episodes.records.record_index import (
     read_index,
 )
 from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
-from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
+from episodes.records.tfrecord_io import CorruptRecordError, iter_record_offsets
+from episodes.util.cli_errors import UsageError, run_main, user_faults
 from episodes.util.cli_style import (
     CommandParser,
     add_dataset_argument,
@@ -146,7 +147,7 @@ def verify_class(
                         problems.append(
                             f"class {class_id} record {k}: image does not decode ({exc})"
                         )
-    except RecordCorruptError as exc:
+    except CorruptRecordError as exc:
         problems.append(f"class {class_id}: {exc}")
         corrupt = True
     else:
@@ -327,28 +328,20 @@ def verify_remote(
     unknown = storage_paths.unknown_local_flags(beam_args)
     if unknown or not is_remote(url):
         extra = " ".join(unknown or beam_args)
-        print(
-            f"error: unexpected argument(s) {extra} (file-system flags go with a dataset URL only)",
-            file=sys.stderr,
+        raise UsageError(
+            f"unexpected argument(s) {extra} (file-system flags go with a dataset URL only)"
         )
-        return 2
     options = PipelineOptions(beam_args)
     storage_paths.use_options(options)
-    try:
-        check_access(url, options, storage_timeout_s)
-        if SPEC_FILENAME not in storage_paths.list_objects(url):
-            print(
-                f"{url}: FAILED: incomplete: no {SPEC_FILENAME} (the conversion did not "
-                "finish; convert again with --overwrite)"
-            )
-            return 1
-        report = verify_remote_dataset(url, decode=decode)
-        print(format_report(report))
-    except (OSError, ValueError) as exc:
-        from episodes.util.cli_errors import fault_line
-
-        print(f"error: {fault_line(exc)}", file=sys.stderr)
-        return 2
+    check_access(url, options, storage_timeout_s)
+    if SPEC_FILENAME not in storage_paths.list_objects(url):
+        print(
+            f"{url}: FAILED: incomplete: no {SPEC_FILENAME} (the conversion did not "
+            "finish; convert again with --overwrite)"
+        )
+        return 1
+    report = verify_remote_dataset(url, decode=decode)
+    print(format_report(report))
     return 0 if report.ok else 1
 
 
@@ -377,22 +370,18 @@ def build_parser() -> CommandParser:
     return parser
 
 
+@user_faults
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args, dataset = parse_with_one_dataset(parser, argv, "check")
     if is_remote(dataset) or beam_args:
-        try:
-            timeout = storage_timeout(args)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        timeout = storage_timeout(args)
         return verify_remote(
             dataset, beam_args, decode=not args.no_decode, storage_timeout_s=timeout
         )
     path = Path(dataset)
     if not path.is_dir():
-        print(f"error: {path}: not a folder; expected a converted dataset folder", file=sys.stderr)
-        return 2
+        raise SpecError(f"{path}: not a folder; expected a converted dataset folder")
     report = verify_dataset(
         path,
         decode=not args.no_decode,
@@ -404,6 +393,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from episodes.util.cli_errors import run_main
-
     sys.exit(run_main(main))

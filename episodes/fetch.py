@@ -19,12 +19,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from episodes.records.dataset_spec import SPEC_FILENAME, SpecError
+from episodes.records.dataset_spec import SPEC_FILENAME
 from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
 from episodes.util.atomic_files import replace_folder, staging_folder
-from episodes.util.cli_errors import UserError, run_main
+from episodes.util.cli_errors import OutputExistsError, UserError, run_main
 from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
-from episodes.util.dead_job_leftovers import FolderLockedError, lock_and_clear
+from episodes.util.dead_job_leftovers import lock_and_clear
 from episodes.util.moved_modules import moved_names
 
 __all__ = [
@@ -71,7 +71,9 @@ def fetch(url: str, local: str | os.PathLike, overwrite: bool = False) -> tuple[
 
     local = Path(local)
     if local.exists() and (not local.is_dir() or any(local.iterdir())) and not overwrite:
-        raise UserError(f"{local}: exists and is not empty (pass --overwrite to replace it)")
+        raise OutputExistsError(
+            f"{local}: exists and is not empty (pass --overwrite to replace it)"
+        )
     listing = storage_paths.list_objects(url)
     if not listing:
         raise UserError(f"{url}: no objects under this prefix; expected a converted dataset")
@@ -80,11 +82,7 @@ def fetch(url: str, local: str | os.PathLike, overwrite: bool = False) -> tuple[
             f"{url}: incomplete: {len(listing)} objects but no {' or '.join(MARKERS)} (the job "
             "that wrote it did not finish; run it again with --overwrite)"
         )
-    try:  # one fetch per folder; what killed fetches left beside it goes
-        lock = lock_and_clear(local, "fetch")
-    except FolderLockedError as exc:
-        raise UserError(str(exc)) from None
-    with lock:
+    with lock_and_clear(local, "fetch"):  # one fetch per folder; what killed ones left goes
         return _fetch_locked(url, local, listing)
 
 
@@ -162,4 +160,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, extra_errors=(SpecError,)))
+    sys.exit(run_main(main))

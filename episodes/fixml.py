@@ -13,11 +13,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from episodes.records.dataset_spec import SpecError, load_spec
+from episodes.records.dataset_spec import load_spec
 from episodes.sampling import fixml, fixml_records
-from episodes.sampling.sampler_config import SamplerError
 from episodes.util.atomic_files import atomic_path
-from episodes.util.cli_errors import UserError
+from episodes.util.cli_errors import OutputExistsError, UserError, run_main, user_faults
 from episodes.util.cli_style import (
     add_dataset_argument,
     command_parser,
@@ -65,8 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
             cmd, several=False, help="converted dataset folder (or its dataset_spec.json)"
         )
         cmd.add_old_positional("spec", "--dataset")
-        cmd.add_argument("--split", default="train", help="split (default train)")
-        cmd.add_argument("--seed", type=int, default=0)
+        cmd.add_argument(
+            "--split", default="train", help="split: train, valid or test (default train)"
+        )
+        cmd.add_argument("--seed", type=int, default=0, help="random seed of the draw (default 0)")
         cmd.add_argument(
             "--output", type=Path, required=True, help="JSON file to write", renamed_from=("--out",)
         )
@@ -74,40 +75,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> None:
+@user_faults
+def main(argv: list[str] | None = None) -> int:
     """python -m episodes.fixml {pool,holdout} --dataset DIR ...: write a pool or holdout file."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        dataset = single_dataset(args.dataset)
-        if not args.output.parent.is_dir():
-            raise SamplerError(
-                f"--output {args.output}: folder {args.output.parent} does not exist"
-            )
-        if args.output.exists() and not args.overwrite:
-            raise SamplerError(f"--output {args.output}: exists (add --overwrite to replace it)")
-        holdout_file = getattr(args, "holdout", None)
-        refuse_overlap(
-            ("--output", args.output), [("--dataset", dataset), ("--holdout", holdout_file)]
-        )
-        spec = load_spec(dataset)
-        if args.command == "pool":
-            holdout = fixml_records.BaseHoldout.load(args.holdout) if args.holdout else None
-            result: fixml_records.FixedSupportPool | fixml_records.BaseHoldout
-            result = fixml.make_fixed_support_pool(
-                spec, args.split, args.k, args.seed, holdout=holdout
-            )
-        else:
-            result = fixml.make_base_holdout(spec, args.split, args.fraction, args.seed)
-    except (ValueError, SamplerError, SpecError, UserError) as exc:
-        parser.exit(2, f"error: {exc}\n")
+    args = build_parser().parse_args(argv)
+    dataset = single_dataset(args.dataset)
+    if not args.output.parent.is_dir():
+        raise UserError(f"--output {args.output}: folder {args.output.parent} does not exist")
+    if args.output.exists() and not args.overwrite:
+        raise OutputExistsError(f"--output {args.output}: exists (add --overwrite to replace it)")
+    holdout_file = getattr(args, "holdout", None)
+    refuse_overlap(("--output", args.output), [("--dataset", dataset), ("--holdout", holdout_file)])
+    spec = load_spec(dataset)
+    if args.command == "pool":
+        holdout = fixml_records.BaseHoldout.load(args.holdout) if args.holdout else None
+        result: fixml_records.FixedSupportPool | fixml_records.BaseHoldout
+        result = fixml.make_fixed_support_pool(spec, args.split, args.k, args.seed, holdout=holdout)
+    else:
+        result = fixml.make_base_holdout(spec, args.split, args.fraction, args.seed)
     with atomic_path(args.output) as tmp:
         result.save(tmp)
     total = sum(len(r) for r in result.records.values())
     print(f"wrote {args.output}: {len(result.records)} classes, {total} records")
+    return 0
 
 
 if __name__ == "__main__":
-    from episodes.util.cli_errors import run_main
-
     sys.exit(run_main(main))

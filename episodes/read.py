@@ -19,21 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from episodes.images.decoded_cache import DecodedCacheError
 from episodes.images.image_decode import DEFAULT_RESIZE, RESIZE_MODES
 from episodes.reading import reader as episode_reader
-from episodes.records import reader_errors
-from episodes.records.dataset_spec import DatasetSpec, SpecError
-from episodes.records.record_index import RecordIndexError
-from episodes.records.record_reader import CorruptRecordError
+from episodes.records.dataset_spec import DatasetSpec
 from episodes.sampling import episode_cli
 from episodes.sampling.episode import EpisodeDescription
-from episodes.util.cli_errors import UserError, fault_line, run_main
+from episodes.util.cli_errors import UserError, run_main
 from episodes.util.cli_style import command_parser
 from episodes.util.moved_modules import moved_names
 from episodes.util.progress_lines import ProgressLines
 
-__all__ = ["USER_ERRORS", "build_parser", "format_episode", "format_statistics", "main"]
+__all__ = ["build_parser", "format_episode", "format_statistics", "main"]
 
 __getattr__ = moved_names(
     __name__,
@@ -115,11 +111,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--split-file",
         help="split JSON (train/valid/test class names) overriding the spec's splits",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--episodes", type=int, default=5, help="episodes to read and print")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed of the episodes (default 0)"
+    )
+    parser.add_argument(
+        "--episodes", type=int, default=5, help="number of episodes to read and print"
+    )
     parser.add_argument("--start", type=int, default=0, help="first episode index")
-    parser.add_argument("--image-size", type=int, default=84)
-    parser.add_argument("--dtype", default="uint8", choices=sorted(episode_reader.DTYPES))
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        default=84,
+        metavar="N",
+        help="image side in pixels: episode images are resized to N x N (default 84)",
+    )
+    parser.add_argument(
+        "--dtype",
+        default="uint8",
+        choices=sorted(episode_reader.DTYPES),
+        help="numpy dtype of the episode arrays: uint8 pixels, or float32 scaled to [0, 1] "
+        "(default uint8)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="decoding threads (0: inline)")
     parser.add_argument(
         "--decode-processes",
@@ -140,8 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--resize",
         default=DEFAULT_RESIZE,
         choices=RESIZE_MODES,
-        help="reference: Meta-Dataset's TF bilinear (align_corners), the default; antialias: "
-        "Pillow's antialiased bilinear after JPEG DCT reduction (faster for large images)",
+        help="resampling method: reference, Meta-Dataset's TF bilinear (align_corners), the "
+        "default; antialias, Pillow's antialiased bilinear after JPEG DCT reduction (faster for "
+        "large images)",
     )
     parser.add_argument("--decoded-cache", default="auto", choices=episode_reader.CACHE_MODES)
     parser.add_argument("--cache-root", help="folder holding decoded caches, if not in dataset")
@@ -186,28 +199,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--decode-processes {args.decode_processes} decodes on the CPU; "
                 f"--decode-device {args.decode_device} decodes in this process on the GPU"
             )
-    try:
-        config = episode_cli.sampler_config_from_args(args)
-        sampling = episode_cli.sampling_mode_from_args(args)
-        reader = episode_reader.EpisodeReader(
-            args.dataset,
-            args.split,
-            config,
-            args.seed,
-            image_size=args.image_size,
-            dtype=args.dtype,
-            num_threads=args.threads,
-            decode_processes=args.decode_processes,
-            decode_device=args.decode_device,
-            resize=args.resize,
-            decoded_cache=args.decoded_cache,
-            cache_root=args.cache_root,
-            index_cache_dir=args.index_cache_dir,
-            split_file=args.split_file,
-            sampling=sampling,
-        )
-    except (ValueError, OSError) as exc:  # SpecError, SamplerError, ReaderError, ...
-        raise UserError(fault_line(exc)) from None
+    config = episode_cli.sampler_config_from_args(args)
+    sampling = episode_cli.sampling_mode_from_args(args)
+    reader = episode_reader.EpisodeReader(
+        args.dataset,
+        args.split,
+        config,
+        args.seed,
+        image_size=args.image_size,
+        dtype=args.dtype,
+        num_threads=args.threads,
+        decode_processes=args.decode_processes,
+        decode_device=args.decode_device,
+        resize=args.resize,
+        decoded_cache=args.decoded_cache,
+        cache_root=args.cache_root,
+        index_cache_dir=args.index_cache_dir,
+        split_file=args.split_file,
+        sampling=sampling,
+    )
     with reader:
         print(
             f"datasets: {', '.join(f'{s.name} ({s.root})' for s in reader.specs)}  "
@@ -267,14 +277,5 @@ def _print_stats(reader: episode_reader.EpisodeReader, start: int, count: int) -
         print("  " + line)
 
 
-USER_ERRORS = (
-    SpecError,
-    reader_errors.ReaderError,
-    DecodedCacheError,
-    CorruptRecordError,
-    RecordIndexError,
-)
-
-
 if __name__ == "__main__":
-    sys.exit(run_main(main, extra_errors=USER_ERRORS))
+    sys.exit(run_main(main))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import command_parser
-from episodes.util.folder_lock import FolderLockedError, acquire_folder_lock
+from episodes.util.folder_lock import acquire_folder_lock
 from episodes.util.output_overlap import refuse_overlap
 from learners.reproduction.data_folder import converted_sources
 from learners.reproduction.plan_parts import FULL, SCALES, PlanRequest, PlanSpec
@@ -38,7 +38,6 @@ from learners.reproduction.report_stage import REPORT, write_report
 from learners.reproduction.stage_records import read_record
 from learners.reproduction.stage_runner import (
     DONE,
-    StageConflict,
     check_recorded_commands,
     run_stages,
 )
@@ -52,11 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "plan", nargs="?", choices=sorted(PLANS), metavar="PLAN", help=", ".join(sorted(PLANS))
     )
-    parser.add_argument("--list", action="store_true", help="print the plans and exit")
+    parser.add_argument(
+        "--list", action="store_true", help="list every plan and its methods, and exit"
+    )
     parser.add_argument(
         "--method",
         action="append",
-        help="a method of the plan (repeatable; 'all': every one; see --list)",
+        help="a learner of the plan (repeatable; 'all': every one; see --list)",
     )
     parser.add_argument(
         "--benchmark",
@@ -180,7 +181,7 @@ def print_dry_run(request: PlanRequest, spec: PlanSpec) -> None:
         print(f"deviation: {line}")
 
 
-@user_faults(FolderLockedError, ValueError)
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
@@ -220,12 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+INTERRUPTED = "interrupted; run the same command again to resume (finished stages are skipped)"
+
 if __name__ == "__main__":
-    sys.exit(
-        run_main(
-            main,
-            interrupted="interrupted; run the same command again to resume (finished stages "
-            "are skipped)",
-            extra_errors=(StageConflict,),
-        )
-    )
+    sys.exit(run_main(main, interrupted=INTERRUPTED))

@@ -21,8 +21,9 @@ import numpy as np
 import torch
 
 from episodes.records.split_file import SPLITS, SplitFile
-from episodes.util.cli_errors import user_faults
+from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import command_parser, finite_float
+from episodes.util.json_files import read_json
 from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods.atg.algorithm import normalise_rows
 from splits.methods.atg.divergences import (
@@ -36,6 +37,7 @@ from splits.methods.atg.divergences import (
 )
 
 __all__ = [
+    "AnalysisInputError",
     "SPLIT_COLOURS",
     "build_parser",
     "divergence_accuracy_correlation",
@@ -49,6 +51,12 @@ __all__ = [
     "task_divergence",
     "ward_tree_parents",
 ]
+
+
+class AnalysisInputError(UserError, ValueError):
+    """An input of `python -m splits.analyze` (a file, its contents, embeddings that do not
+    fit the split or the hierarchy) that cannot be analysed; the message names it."""
+
 
 SPLIT_COLOURS = {"train": "tab:blue", "valid": "tab:green", "test": "tab:red"}
 
@@ -85,7 +93,7 @@ def plot_pca(embeddings: EmbeddingsFile, splits: Sequence[SplitFile], output: st
         if split.centroids:
             centroids = np.array([split.centroids["train"], split.centroids["test"]])
             if centroids.shape[1] != unit.shape[1]:
-                raise ValueError(
+                raise AnalysisInputError(
                     f"split for {split.dataset!r} has {centroids.shape[1]}-D "
                     f"centroids but the embeddings are {unit.shape[1]}-D"
                 )
@@ -165,11 +173,11 @@ def divergence_accuracy_correlation(
     """Pearson r between each task's divergence and its accuracy, per divergence (Table 2)."""
     acc = np.asarray(accuracies, dtype=np.float64)
     if len(tasks) != acc.size:
-        raise ValueError(f"{len(tasks)} tasks but {acc.size} accuracies")
+        raise AnalysisInputError(f"{len(tasks)} tasks but {acc.size} accuracies")
     if acc.size < 3:
-        raise ValueError(f"need at least 3 tasks for a correlation, got {acc.size}")
+        raise AnalysisInputError(f"need at least 3 tasks for a correlation, got {acc.size}")
     if not np.isfinite(acc).all():
-        raise ValueError("accuracies contain NaN or infinite values")
+        raise AnalysisInputError("accuracies contain NaN or infinite values")
     out: dict[str, dict[str, object]] = {}
     for name in divergences:
         values = np.array(
@@ -192,7 +200,7 @@ def ward_tree_parents(
 
     n = len(leaf_names)
     if n < 2:
-        raise ValueError("a clustering tree needs at least 2 classes")
+        raise AnalysisInputError("a clustering tree needs at least 2 classes")
     model = AgglomerativeClustering(n_clusters=1, linkage="ward", compute_full_tree=True)
     model.fit(unit_embeddings)
     names = list(leaf_names) + [f"ward:{n + i}" for i in range(n - 1)]
@@ -212,7 +220,7 @@ def leaf_hop_distances(parents: Mapping[str, Sequence[str]], leaves: Sequence[st
     index = {node: i for i, node in enumerate(nodes)}
     missing = [leaf for leaf in leaves if leaf not in index]
     if missing:
-        raise ValueError(
+        raise AnalysisInputError(
             f"{len(missing)} classes are not nodes of the hierarchy, e.g. {missing[:5]}"
         )
     rows = [index[c] for c, ps in parents.items() for _ in ps]
@@ -231,16 +239,16 @@ def hop_distance(
     """Mean over class pairs of |d_a(x, y) - d_b(x, y)|, d = hops between x and y (§5.3).
 
     The paper counts the nodes separating two classes (hops - 1); the offset cancels in the
-    difference.  A pair connected in one graph but not the other raises ValueError.
+    difference.  A pair connected in one graph but not the other raises AnalysisInputError.
     """
     if len(leaves) < 2:
-        raise ValueError("hop distance needs at least 2 classes")
+        raise AnalysisInputError("hop distance needs at least 2 classes")
     da = leaf_hop_distances(parents_a, leaves)
     db = leaf_hop_distances(parents_b, leaves)
     upper = np.triu_indices(len(leaves), k=1)
     a, b = da[upper], db[upper]
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
-        raise ValueError("some classes are not connected in one of the hierarchies")
+        raise AnalysisInputError("some classes are not connected in one of the hierarchies")
     return float(np.mean(np.abs(a - b)))
 
 
@@ -292,7 +300,9 @@ def split_summary(split: SplitFile, embeddings: EmbeddingsFile | None = None) ->
     pos = {name: i for i, name in enumerate(embeddings.class_names)}
     missing = [n for s in SPLITS for n in split.classes(s) if n not in pos]
     if missing:
-        raise ValueError(f"{len(missing)} split classes have no embedding, e.g. {missing[:5]}")
+        raise AnalysisInputError(
+            f"{len(missing)} split classes have no embedding, e.g. {missing[:5]}"
+        )
     groups = {s: unit[[pos[n] for n in split.classes(s)]] for s in SPLITS if split.classes(s)}
     emb = torch.from_numpy(unit)
     pairs: dict[str, dict[str, float]] = {}
@@ -320,30 +330,34 @@ def split_summary(split: SplitFile, embeddings: EmbeddingsFile | None = None) ->
 def _read_accuracies(path: str) -> list[float]:
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"accuracy file {p} does not exist")
+        raise AnalysisInputError(f"accuracy file {p} does not exist")
     text = p.read_text(encoding="utf-8")
     try:
         values = json.loads(text) if p.suffix == ".json" else [float(x) for x in text.split()]
     except ValueError as err:
-        raise ValueError(f"{p}: cannot read accuracies ({err})") from None
-    if not isinstance(values, list):
-        raise ValueError(f"{p}: expected a list of accuracies")
+        raise AnalysisInputError(f"{p}: cannot read accuracies ({err})") from None
+    if not isinstance(values, list) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in values
+    ):
+        raise AnalysisInputError(f"{p}: expected a list of accuracies")
     return [float(v) for v in values]
 
 
 def _read_tasks(path: str, names: Sequence[str]) -> list[list[int]]:
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"task file {p} does not exist")
-    tasks = json.loads(p.read_text(encoding="utf-8"))
+        raise AnalysisInputError(f"task file {p} does not exist")
+    tasks = read_json(p, AnalysisInputError)
     if not isinstance(tasks, list) or not all(isinstance(t, list) and t for t in tasks):
-        raise ValueError(f"{p}: expected a JSON list of tasks, each a list of class names")
+        raise AnalysisInputError(f"{p}: expected a JSON list of tasks, each a list of class names")
     pos = {n: i for i, n in enumerate(names)}
     out = []
     for k, task in enumerate(tasks):
         unknown = [c for c in task if c not in pos]
         if unknown:
-            raise ValueError(f"{p}: task {k} names classes without embeddings: {unknown[:5]}")
+            raise AnalysisInputError(
+                f"{p}: task {k} names classes without embeddings: {unknown[:5]}"
+            )
         out.append([pos[c] for c in task])
     return out
 
@@ -351,10 +365,10 @@ def _read_tasks(path: str, names: Sequence[str]) -> list[list[int]]:
 def _read_hierarchy(path: str) -> tuple[dict[str, list[str]], list[str] | None]:
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"hierarchy file {p} does not exist")
-    data = json.loads(p.read_text(encoding="utf-8"))
+        raise AnalysisInputError(f"hierarchy file {p} does not exist")
+    data = read_json(p, AnalysisInputError)
     if not isinstance(data, dict):
-        raise ValueError(f"{p}: expected a parent map {{node: [parents]}}")
+        raise AnalysisInputError(f"{p}: expected a parent map {{node: [parents]}}")
     if "parents" in data:
         return data["parents"], data.get("leaves")
     return data, None
@@ -365,38 +379,62 @@ def build_parser() -> argparse.ArgumentParser:
         "splits.analyze", description="Analyses of class splits and embeddings."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    embeddings = "class embeddings file (.npz, python -m splits.embed)"
     pca = sub.add_parser("pca", help="PCA picture of a split (ATG Fig. 3)")
-    pca.add_argument("--embeddings", required=True)
-    pca.add_argument("--split", nargs="+", required=True, help="split file(s), one panel each")
+    pca.add_argument("--embeddings", required=True, metavar="NPZ", help=embeddings)
+    pca.add_argument(
+        "--split-file",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        renamed_from=("--split",),
+        help="split file(s) (train/valid/test class names), one panel each",
+    )
     pca.add_argument("--output", required=True, help="PNG path")
     cor = sub.add_parser("correlation", help="divergence vs accuracy (ATG Table 2)")
-    cor.add_argument("--train-embeddings", required=True)
+    cor.add_argument("--train-embeddings", required=True, metavar="NPZ", help=embeddings)
     cor.add_argument("--task-embeddings", help="embeddings of the task classes (default: train)")
     cor.add_argument("--tasks", required=True, help="JSON list of tasks (lists of class names)")
     cor.add_argument("--accuracies", required=True, help="JSON list or one number per line")
-    cor.add_argument("--family", default="gaussian", choices=["gaussian", "multinomial"])
-    cor.add_argument("--damping", type=finite_float, default=DEFAULT_DAMPING)
+    cor.add_argument(
+        "--family",
+        default="gaussian",
+        choices=["gaussian", "multinomial"],
+        help="the distribution each task's classes are fitted with (default gaussian)",
+    )
+    cor.add_argument(
+        "--damping",
+        type=finite_float,
+        default=DEFAULT_DAMPING,
+        help=f"diagonal damping of the Wasserstein-2 Gaussians (default {DEFAULT_DAMPING:g})",
+    )
     cor.add_argument(
         "--no-normalise", action="store_true", help="use raw instead of unit-normalised embeddings"
     )
     hop = sub.add_parser("hop", help="hop distance to a hierarchy (ATG Table 3)")
-    hop.add_argument("--embeddings", required=True)
+    hop.add_argument("--embeddings", required=True, metavar="NPZ", help=embeddings)
     target = hop.add_mutually_exclusive_group(required=True)
     target.add_argument("--parents", help="hierarchy JSON {node: [parents]} (e.g. WordNet DAG)")
     target.add_argument("--other-embeddings", help="compare with another embedding's Ward tree")
     summ = sub.add_parser("summary", help="sizes and distances of a split")
-    summ.add_argument("--split", required=True)
-    summ.add_argument("--embeddings")
+    summ.add_argument(
+        "--split-file",
+        required=True,
+        metavar="FILE",
+        renamed_from=("--split",),
+        help="split file (train/valid/test class names)",
+    )
+    summ.add_argument("--embeddings", metavar="NPZ", help=embeddings + ": distances too")
     summ.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser
 
 
-@user_faults(ValueError)
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "pca":
         emb = EmbeddingsFile.load(args.embeddings)
-        splits = [SplitFile.load(p) for p in args.split]
+        splits = [SplitFile.load(p) for p in args.split_file]
         print(plot_pca(emb, splits, args.output))
     elif args.command == "correlation":
         train = EmbeddingsFile.load(args.train_embeddings)
@@ -420,14 +458,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.parents:
             other, leaves = _read_hierarchy(args.parents)
             if leaves is not None and sorted(leaves) != sorted(emb.class_names):
-                raise ValueError("the hierarchy's leaves are not the embedding classes")
+                raise AnalysisInputError("the hierarchy's leaves are not the embedding classes")
         else:
             emb_b = EmbeddingsFile.load(args.other_embeddings)
             emb_b.check_class_names(emb.class_names)
             other = ward_tree_parents(normalise_rows(emb_b.embeddings), emb_b.class_names)
         print(f"hop distance: {hop_distance(tree, other, emb.class_names):.4f}")
     else:
-        split = SplitFile.load(args.split)
+        split = SplitFile.load(args.split_file)
         emb = EmbeddingsFile.load(args.embeddings) if args.embeddings else None
         summary = split_summary(split, emb)
         print(json.dumps(summary, indent=2) if args.json else summary_text(summary))
@@ -435,6 +473,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from episodes.util.cli_errors import run_main
-
     sys.exit(run_main(main))

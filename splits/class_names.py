@@ -14,10 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from episodes.records.dataset_spec import SpecError, load_spec
+from episodes.util.cli_errors import UserError
 
-__all__ = ["ACCEPTED", "ClassList", "read_class_list", "read_class_names"]
+__all__ = ["ACCEPTED", "ClassList", "ClassListError", "read_class_list", "read_class_names"]
 
 ACCEPTED = "a dataset folder or dataset_spec.json, an embeddings .npz, a JSON list or a text list"
+
+
+class ClassListError(UserError, ValueError):
+    """A class list (`--class-names`) that is missing, empty or not one of ACCEPTED."""
 
 
 @dataclass(frozen=True)
@@ -29,12 +34,13 @@ class ClassList:
 
 
 def read_class_list(path: str | os.PathLike[str]) -> ClassList:
-    """Ordered class names from `path`; raises ValueError naming the path on bad input."""
+    """Ordered class names from `path`; raises ClassListError naming the path on bad
+    input."""
     path = Path(path)
     if path.is_dir():
         return _from_spec(path)
     if not path.is_file():
-        raise ValueError(f"class list {path} does not exist (expected {ACCEPTED})")
+        raise ClassListError(f"class list {path} does not exist (expected {ACCEPTED})")
     if path.suffix == ".npz":
         from splits.embeddings.embeddings_file import EmbeddingsFile
 
@@ -44,15 +50,15 @@ def read_class_list(path: str | os.PathLike[str]) -> ClassList:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
-            raise ValueError(f"class list {path}: not valid JSON ({err})") from None
+            raise ClassListError(f"class list {path}: not valid JSON ({err})") from None
         if isinstance(data, list):
             if not data or not all(isinstance(n, str) for n in data):
-                raise ValueError(f"class list {path}: expected a non-empty list of names")
+                raise ClassListError(f"class list {path}: expected a non-empty list of names")
             return ClassList(list(data))
         return _from_spec(path)
     names = [line.strip() for line in text.splitlines() if line.strip()]
     if not names:
-        raise ValueError(f"class list {path} is empty")
+        raise ClassListError(f"class list {path} is empty")
     return ClassList(names)
 
 
@@ -65,5 +71,5 @@ def _from_spec(path: Path) -> ClassList:
     try:
         spec = load_spec(path)
     except SpecError as err:
-        raise ValueError(f"class list {err} (expected {ACCEPTED})") from None
+        raise ClassListError(f"class list {err} (expected {ACCEPTED})") from None
     return ClassList(list(spec.class_names), spec.name)

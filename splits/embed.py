@@ -25,7 +25,7 @@ from typing import Any
 
 from beam_pipelines.runner_options import add_runner_arguments, make_runner
 from episodes.records import storage_paths
-from episodes.util.cli_errors import user_faults
+from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import (
     add_dataset_argument,
     command_parser,
@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing embeddings file"
     )
-    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="images per batch (one forward pass)"
+    )
     parser.add_argument(
         "--chunk-size", type=int, default=256, help="records of a class per Beam work item"
     )
@@ -88,9 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--pretrain-steps", type=int, default=None, help="training batches")
     pre.add_argument("--pretrain-batch-size", type=int, default=64)
     pre.add_argument("--pretrain-lr", type=finite_float, default=1e-3)
-    pre.add_argument("--image-size", type=int, default=None, help="image side (default 84)")
+    pre.add_argument(
+        "--image-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="image side in pixels: images are resized to N x N (default 84)",
+    )
     pre.add_argument("--width", type=finite_float, default=1.0, help="backbone channel multiplier")
-    pre.add_argument("--seed", type=int, default=0)
+    pre.add_argument("--seed", type=int, default=0, help="random seed of the pre-training")
     pre.add_argument(
         "--checkpoint-out",
         default=None,
@@ -98,6 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_runner_arguments(parser)
     return parser
+
+
+def _learners_user_faults() -> tuple[type[Exception], ...]:
+    """The faults of a learners run the user can fix (a damaged checkpoint in the run folder,
+    a diverged loss), ValueErrors in learners until they derive from UserError (issue 35)."""
+    from learners.checkpoint_file import CheckpointError
+    from learners.run_checkpoints import CheckpointDamagedError
+    from learners.training_loop import NonFiniteLossError
+
+    return (UserError, CheckpointError, CheckpointDamagedError, NonFiniteLossError)
 
 
 def pretrain_config_from_args(args: argparse.Namespace) -> Any:
@@ -144,7 +162,7 @@ def pretrain_config_from_args(args: argparse.Namespace) -> Any:
         ) from None
 
 
-@user_faults(ValueError, FileNotFoundError)  # EmbedError and CheckpointError among them
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     from learners.training.device import resolve_device
 
@@ -159,7 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch_threads=args.torch_threads,
         progress=not args.no_progress,
     )
-    resolve_device(args.device)
+    try:
+        resolve_device(args.device)
+    except ValueError as exc:  # learners' check of --device (a ValueError there, not a bug)
+        raise EmbedError(str(exc)) from None
     output = check_output(args.output, args.overwrite)
     run_dir_flag = ("--checkpoint-out", args.checkpoint_out)
     inputs = [("--dataset", dataset), ("--model", args.model)]
@@ -188,13 +209,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_dir = Path(args.checkpoint_out or output.with_suffix(".checkpoint"))
         try:
             checkpoint = pretrain(dataset, run_dir, pretrain_config)
-        except ValueError as exc:
+        except _learners_user_faults() as exc:
             raise EmbedError(f"--pretrain in {run_dir} (--checkpoint-out): {exc}") from None
         print(f"pre-trained {pretrain_config.backbone}: checkpoint {checkpoint}")
     else:
-        from splits.embeddings.feature_extractor import resolve_checkpoint
+        from splits.embeddings.feature_extractor import CheckpointError, resolve_checkpoint
 
-        resolve_checkpoint(checkpoint)
+        try:
+            resolve_checkpoint(checkpoint)
+        except CheckpointError as exc:
+            raise EmbedError(str(exc)) from None
     report = embed_dataset(
         dataset, checkpoint, output, runner, options, args.direct_num_workers, exit_on_ctrl_c=True
     )
@@ -203,6 +227,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from episodes.util.cli_errors import run_main
-
     sys.exit(run_main(main))

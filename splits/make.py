@@ -20,7 +20,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from episodes.util.cli_errors import user_faults
+from episodes.util.cli_errors import (
+    OutputExistsError,
+    UsageError,
+    UserError,
+    run_main,
+    user_faults,
+)
 from episodes.util.cli_style import (
     OLD_SPELLINGS_UNTIL,
     CommandParser,
@@ -28,9 +34,9 @@ from episodes.util.cli_style import (
     command_parser,
     single_dataset,
 )
+from episodes.util.config_flags import add_config_arguments, config_from_args
 from episodes.util.output_overlap import refuse_overlap
 from splits.methods import method_class, method_names
-from splits.parameter_flags import add_parameter_arguments, parameters_from_args
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
 __all__ = [
@@ -95,7 +101,8 @@ def build_parser(method: str | None = None) -> CommandParser:
     output.add_argument("--quiet", action="store_true", help="no progress lines")
     if method is not None:
         chosen = method_class(method)
-        add_parameter_arguments(parser, chosen.Parameters, f"--method {method}: {chosen.summary}")
+        group = parser.add_argument_group(f"--method {method}: {chosen.summary}")
+        add_config_arguments(group, chosen.Parameters)
     return parser
 
 
@@ -135,7 +142,7 @@ def check_inputs_used(method: SplitMethod, inputs: SplitInputs) -> None:
     """Refuse a shared input the method does not read (it would be silently ignored)."""
     for field, flag in INPUT_FLAGS.items():
         if getattr(inputs, field) is not None and field not in method.reads:
-            raise ValueError(f"{flag} is not an input of --method {method.name}")
+            raise UsageError(f"{flag} is not an input of --method {method.name}")
 
 
 def output_paths(output: str | None, planned: Sequence[PlannedSplit]) -> list[Path]:
@@ -143,7 +150,7 @@ def output_paths(output: str | None, planned: Sequence[PlannedSplit]) -> list[Pa
     names in the `--output` folder (default splits/<dataset>/)."""
     if output is not None and output.endswith(".json"):
         if len(planned) > 1:
-            raise ValueError(
+            raise UsageError(
                 f"--output {output} is one file but {len(planned)} split files are made: "
                 "give a folder"
             )
@@ -154,12 +161,12 @@ def output_paths(output: str | None, planned: Sequence[PlannedSplit]) -> list[Pa
     ]
 
 
-@user_faults(ValueError)
+@user_faults
 def run(argv: Sequence[str] | None = None, old_command: str | None = None) -> int:
     """Parse, check everything, then make and save each planned split file."""
     args = parse_args(argv)
     chosen = method_class(args.method)
-    method = chosen(parameters_from_args(chosen.Parameters, args))
+    method = chosen(config_from_args(chosen.Parameters, args))
     inputs = split_inputs(args, old_command)
     check_inputs_used(method, inputs)
     planned = method.plan(inputs)
@@ -169,21 +176,27 @@ def run(argv: Sequence[str] | None = None, old_command: str | None = None) -> in
         refuse_overlap(("--output", path), read)
     existing = [str(p) for p in paths if p.exists()]
     if existing and not args.overwrite:
-        raise ValueError(f"{existing[0]} exists; pass --overwrite to replace it")
+        raise OutputExistsError(f"{existing[0]} exists; pass --overwrite to replace it")
     for item in planned:
         item.preflight()
-    failed = 0
-    for item, path in zip(planned, paths):
+    failed: list[UserError] = []
+    for item, path in zip(planned, paths):  # one R of a sweep that fails leaves the others
         start = time.perf_counter()
         try:
             split = item.build()
-        except ValueError as err:
-            print(f"error: {err}", file=sys.stderr)
-            failed += 1
+        except UserError as err:
+            failed.append(err)
             continue
         split.save(path)
         print(f"{method.describe(split, time.perf_counter() - start)} -> {path}")
-    return 2 if failed else 0
+    if len(failed) == 1 and len(planned) == 1:
+        raise failed[0]
+    if failed:
+        raise UserError(
+            f"{len(failed)} of {len(planned)} split files not made: "
+            + "; ".join(str(err) for err in failed)
+        )
+    return 0
 
 
 def run_old_command(old: str, method: str, argv: Sequence[str] | None) -> int:
@@ -203,6 +216,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from episodes.util.cli_errors import run_main
-
     sys.exit(run_main(main))

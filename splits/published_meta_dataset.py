@@ -17,7 +17,7 @@ from pathlib import Path
 
 from episodes.records.published_splits import PUBLISHED_DIR
 from episodes.records.split_file import SPLITS, SplitFile
-from episodes.util.cli_errors import user_faults
+from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.json_files import read_json_object
 from splits.methods.semantic.algorithm import (
     ILSVRC_ROOTS,
@@ -30,6 +30,7 @@ from splits.published import regeneration_parser, write_published_files
 __all__ = [
     "DEFAULT_OUT_DIR",
     "SOURCE",
+    "ReferenceDataError",
     "build_parser",
     "flat_split",
     "ilsvrc_split",
@@ -45,8 +46,17 @@ SOURCE = (
 )
 
 
-def _read_json(path: Path) -> dict:
-    return read_json_object(path, ValueError, f"reference file {path} does not exist")
+class ReferenceDataError(UserError, ValueError):
+    """A reference file that is missing or does not hold what Meta-Dataset published."""
+
+
+def _read_json(path: Path, *fields: str) -> dict:
+    """The JSON object of a reference file, which must hold `fields`."""
+    data = read_json_object(path, ReferenceDataError, f"reference file {path} does not exist")
+    missing = [f for f in fields if f not in data]
+    if missing:
+        raise ReferenceDataError(f"{path}: missing {', '.join(missing)}")
+    return data
 
 
 def _ordered_names(mapping: dict[str, str]) -> list[str]:
@@ -55,10 +65,7 @@ def _ordered_names(mapping: dict[str, str]) -> list[str]:
 
 def flat_split(path: Path) -> SplitFile:
     """A `<dataset>_splits.json` reference file ({train, valid, test: [names]})."""
-    data = _read_json(path)
-    missing = [s for s in SPLITS if s not in data]
-    if missing:
-        raise ValueError(f"{path}: missing lists {missing}")
+    data = _read_json(path, *SPLITS)
     dataset = path.name.removesuffix("_splits.json")
     return SplitFile(
         dataset=dataset,
@@ -70,7 +77,7 @@ def flat_split(path: Path) -> SplitFile:
 
 def ilsvrc_split(spec_path: Path) -> SplitFile:
     """ILSVRC-2012 leaves under carnivore (valid) / device (test), checked against the spec."""
-    spec = _read_json(spec_path)
+    spec = _read_json(spec_path, "split_subgraphs", "class_names", "name")
     parents: dict[str, list[str]] = {}
     spec_leaves: dict[str, set[str]] = {}
     for split_key, nodes in spec["split_subgraphs"].items():
@@ -88,7 +95,9 @@ def ilsvrc_split(spec_path: Path) -> SplitFile:
     )
     for ours, key in zip(SPLITS, ("TRAIN", "VALID", "TEST")):
         if set(getattr(split, ours)) != spec_leaves[key]:
-            raise ValueError(f"{spec_path}: {key} leaves differ from the carnivore/device rule")
+            raise ReferenceDataError(
+                f"{spec_path}: {key} leaves differ from the carnivore/device rule"
+            )
     split.method = "published"
     split.source = SOURCE + "dataset_specs/" + spec_path.name
     return split
@@ -96,12 +105,21 @@ def ilsvrc_split(spec_path: Path) -> SplitFile:
 
 def omniglot_split(spec_path: Path) -> SplitFile:
     """Omniglot alphabets 25 / 5 / 20 in spec order, checked against the spec's split sizes."""
-    spec = _read_json(spec_path)
+    spec = _read_json(
+        spec_path,
+        "superclass_names",
+        "classes_per_superclass",
+        "class_names",
+        "superclasses_per_split",
+        "name",
+    )
     supers = _ordered_names(spec["superclass_names"])
     per_super = [int(spec["classes_per_superclass"][str(i)]) for i in range(len(supers))]
     names = _ordered_names(spec["class_names"])
     if sum(per_super) != len(names):
-        raise ValueError(f"{spec_path}: classes_per_superclass do not add up to the class count")
+        raise ReferenceDataError(
+            f"{spec_path}: classes_per_superclass do not add up to the class count"
+        )
     mapping: dict[str, str] = {}
     start = 0
     for sup, count in zip(supers, per_super):
@@ -110,7 +128,9 @@ def omniglot_split(spec_path: Path) -> SplitFile:
         start += count
     counts = tuple(int(spec["superclasses_per_split"][k]) for k in ("TRAIN", "VALID", "TEST"))
     if counts != OMNIGLOT_COUNTS:
-        raise ValueError(f"{spec_path}: superclasses_per_split {counts} != {OMNIGLOT_COUNTS}")
+        raise ReferenceDataError(
+            f"{spec_path}: superclasses_per_split {counts} != {OMNIGLOT_COUNTS}"
+        )
     split = superclass_split(
         mapping, counts=counts, superclass_order=supers, dataset=str(spec["name"])
     )
@@ -123,7 +143,7 @@ def reference_splits(reference_dir: str | Path) -> list[SplitFile]:
     """Every Meta-Dataset split that the reference folder defines."""
     root = Path(reference_dir)
     if not (root / "splits").is_dir() or not (root / "dataset_specs").is_dir():
-        raise ValueError(
+        raise ReferenceDataError(
             f"{root} is not a Meta-Dataset reference folder (expected splits/ and dataset_specs/)"
         )
     out = [flat_split(p) for p in sorted((root / "splits").glob("*_splits.json"))]
@@ -146,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@user_faults(ValueError, KeyError)
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     splits = reference_splits(args.reference)
@@ -155,6 +175,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from episodes.util.cli_errors import run_main
-
     sys.exit(run_main(main))

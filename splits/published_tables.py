@@ -18,6 +18,7 @@ from pathlib import Path
 
 from episodes.records.published_splits import PUBLISHED_DIR
 from episodes.records.split_file import SplitFile
+from episodes.util.cli_errors import UserError, run_main, user_faults
 from splits.published import regeneration_parser, write_published_files
 
 __all__ = [
@@ -61,7 +62,7 @@ _TABLE_RE = re.compile(r"^Table (\d+): Taskset partitions for (.+?)\.")
 _SETTING_RE = re.compile(r"^D\s*=\s*([0-9.]+)$")
 
 
-class TableParseError(ValueError):
+class TableParseError(UserError, ValueError):
     """The paper text does not hold the expected, complete tables."""
 
 
@@ -155,22 +156,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     paper = Path(args.paper)
     if not paper.is_file():
-        print(f"error: paper text {paper} does not exist", file=sys.stderr)
-        return 2
+        raise UserError(f"paper text {paper} does not exist")
     try:
         splits = parse_tables(paper.read_text(encoding="utf-8"))
-    except ValueError as err:
-        print(f"error: {paper}: {err}", file=sys.stderr)
-        return 2
+    except TableParseError as err:
+        raise TableParseError(f"{paper}: {err}") from None
     write_published_files(sorted(splits, key=published_file_name), args.output, published_file_name)
     return 0
 
 
 if __name__ == "__main__":
-    from episodes.util.cli_errors import run_main
-
     sys.exit(run_main(main))

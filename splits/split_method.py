@@ -2,7 +2,7 @@
 
 A method is a small class (the models: learn2learn's `get_tasksets(name)`, scikit-learn's
 estimators): a `name`, a frozen `Parameters` dataclass whose fields are the method's flags
-(`splits.parameter_flags`) and which validates itself, and `plan(inputs)`, which reads and
+(`episodes.util.config_flags.config_field`) and which validates itself, and `plan(inputs)`, which reads and
 checks the inputs every method shares (`SplitInputs`) and returns the split files it will write
 (`PlannedSplit`), all before any long work. `make(inputs)` runs the plan: one SplitFile, or a
 list when the plan holds several (an ATG sweep). Methods register by name in `splits.methods`.
@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.split_file import SplitFile
+from episodes.util.cli_errors import UsageError
 from splits.class_names import ClassList, read_class_list
 
 __all__ = ["PlannedSplit", "SplitInputs", "SplitMethod"]
@@ -49,12 +50,12 @@ class SplitInputs:
     def classes(self) -> ClassList:
         """The classes to split, from `--dataset` or `--class-names` (exactly one of them)."""
         if self.dataset is not None and self.class_names is not None:
-            raise ValueError("give --dataset DIR or --class-names FILE, not both")
+            raise UsageError("give --dataset DIR or --class-names FILE, not both")
         if self.spec is not None:
             return ClassList(list(self.spec.class_names), self.spec.name)
         if self.class_names is not None:
             return read_class_list(self.class_names)
-        raise ValueError(
+        raise UsageError(
             "no classes to split: give --dataset DIR (a converted dataset) or --class-names FILE"
         )
 

@@ -29,13 +29,13 @@ def test_verify_takes_dataset_and_still_the_old_positional(toy, capsys):
 
 
 def test_cache_takes_dataset_and_still_the_old_positional(toy, capsys):
-    assert cache.main(["--dataset", str(toy.root), "--size", "6", "--threads", "1"]) == 0
+    assert cache.main(["--dataset", str(toy.root), "--image-size", "6", "--threads", "1"]) == 0
     assert "wrote" in capsys.readouterr().out
     assert sorted(int(p.stem) for p in cache_path(toy.root, 6).glob("*.npy")) == list(
         range(toy.num_classes)
     )
     # The old form, flags before the folder: the folder is found, the note printed once.
-    assert cache.main(["--size", "6", str(toy.root)]) == 2  # exists, no --overwrite
+    assert cache.main(["--image-size", "6", str(toy.root)]) == 2  # exists, no --overwrite
     err = capsys.readouterr().err.splitlines()
     assert err[0] == NOTE.format(toy.root, toy.root)
     assert "exists" in err[1] and len(err) == 2
@@ -54,10 +54,10 @@ def test_a_missing_or_repeated_dataset_is_one_line(command, toy, capsys):
 
 def test_the_positional_is_not_taken_from_a_flag_value():
     parser = cache.build_parser()
-    # --size takes a value; --overwrite takes none; --project is Beam's and takes one.
-    argv = ["--size", "6", "--project", "p1", "--overwrite", "DIR", "--threads=2"]
+    # --image-size takes a value; --overwrite takes none; --project is Beam's and takes one.
+    argv = ["--image-size", "6", "--project", "p1", "--overwrite", "DIR", "--threads=2"]
     assert positional_as_flag(parser, argv) == [
-        "--size", "6", "--project", "p1", "--overwrite", "--dataset", "DIR", "--threads=2"
+        "--image-size", "6", "--project", "p1", "--overwrite", "--dataset", "DIR", "--threads=2"
     ]  # fmt: skip
     assert positional_as_flag(parser, ["--dataset", "D", "--", "x"]) == [
         "--dataset",
@@ -83,7 +83,9 @@ def test_a_misspelt_flag_is_refused_by_every_beam_command_before_any_work(toy, t
         "convert --all": lambda: convert.main(
             ["--all", "--input", str(raw.parent), "--output", str(out), "--overwirte"]
         ),
-        "cache": lambda: cache.main(["--dataset", str(toy.root), "--size", "6", "--overwirte"]),
+        "cache": lambda: cache.main(
+            ["--dataset", str(toy.root), "--image-size", "6", "--overwirte"]
+        ),
         "episodes": lambda: episodes.main(
             [
                 "--dataset",

@@ -103,17 +103,18 @@ TOY_SPLIT_METHOD = '''
 
     from episodes.records.split_file import SplitFile
     from splits.methods import register_method
-    from splits.parameter_flags import parameter
+    from episodes.util.config_flags import check_fields, config_field
     from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
 
     @dataclass(frozen=True)
     class ToyHeadParameters:
-        train_classes: int = parameter(2, help="how many classes (sorted by name) train")
+        train_classes: int = config_field(
+            2, minimum=1, help="how many classes (sorted by name) train"
+        )
 
         def __post_init__(self):
-            if self.train_classes < 1:
-                raise ValueError(f"--train-classes {self.train_classes}: expected >= 1")
+            check_fields(self)  # the declared type and bounds, in one line naming the flag
 
 
     @register_method
@@ -157,7 +158,7 @@ def test_a_split_method_is_one_module(monkeypatch, tmp_path, capsys):
         ["delta"],
     )
     assert make.main([*argv, "--train-classes", "0", "--overwrite"]) == 2
-    assert "--train-classes 0: expected >= 1" in capsys.readouterr().err
+    assert "--train-classes 0: expected an integer >= 1" in capsys.readouterr().err
 
 
 TOY_SAMPLING_MODE = '''

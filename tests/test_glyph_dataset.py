@@ -338,9 +338,9 @@ def test_python_m_package_and_its_old_name_write_the_same_bytes(tmp_path):
         tmp_path / "episodes.glyph_dataset"
     )
     bad = [sys.executable, "-m", "beam_pipelines.glyph_dataset", "--output", str(tmp_path / "x")]
-    failed = subprocess.run([*bad, "--size", "8"], capture_output=True, text=True, cwd=REPO)
+    failed = subprocess.run([*bad, "--image-size", "8"], capture_output=True, text=True, cwd=REPO)
     assert failed.returncode == 2 and failed.stderr == (
-        "error: --size must be between 28 and 512 pixels, got 8\n"
+        "error: --image-size must be between 28 and 512 pixels, got 8\n"
     )
 
 
@@ -350,7 +350,7 @@ def test_python_m_package_and_its_old_name_write_the_same_bytes(tmp_path):
         (["--alphabets", "1"], "--alphabets"),
         (["--alphabets", "500"], "--alphabets"),
         (["--examples", "0"], "--examples"),
-        (["--size", "8"], "--size"),
+        (["--image-size", "8"], "--image-size"),
         (["--seed", "-1"], "--seed"),
         (["--max-characters", "0"], "--max-characters"),
         (["--alphabets", "two"], "--alphabets"),
@@ -358,7 +358,11 @@ def test_python_m_package_and_its_old_name_write_the_same_bytes(tmp_path):
 )
 def test_cli_rejects_bad_values(tmp_path, capsys, extra, needle):
     out = tmp_path / "never"
-    assert main(["--output", str(out), "--quiet", *extra]) == 2
+    try:
+        code = main(["--output", str(out), "--quiet", *extra])
+    except SystemExit as usage:  # a usage error (not a number): the parser's one line
+        code = usage.code
+    assert code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err
     assert not out.exists()

@@ -22,8 +22,8 @@ import pytest
 from episodes.util.cli_errors import run_main
 from episodes.util.output_overlap import OutputOverlapsInputError, refuse_overlap, relation
 from tests.cli_processes import REPO, TINY, child_env
+from tests.command_walk import command_module, command_parsers, commands
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
-from tests.test_cli_style import command_module, command_parsers, commands
 from tests.test_reader_fixtures import write_dataset
 
 # ----------------------------------------------------------------------------------------------
@@ -148,7 +148,14 @@ COMMANDS: dict[str, Case | str] = {
     ),
     "beam_pipelines.cache": Case(
         _dataset_named_as_its_cache,
-        lambda ds, out: ["--dataset", str(ds), "--size", "8", "--cache-root", str(out.parents[1])],
+        lambda ds, out: [
+            "--dataset",
+            str(ds),
+            "--image-size",
+            "8",
+            "--cache-root",
+            str(out.parents[1]),
+        ],
         "--dataset",
         output_flag="cache folder",
         relations=("is",),

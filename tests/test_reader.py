@@ -330,13 +330,13 @@ def test_decoded_cache_under_a_separate_root_and_bad_rows(toy, tmp_path):
 def test_cache_cli_writes_the_cache_with_beam(toy, capsys):
     from beam_pipelines.cache import main as cache_main
 
-    assert cache_main([str(toy.root), "--size", "10", "--threads", "1"]) == 0
+    assert cache_main([str(toy.root), "--image-size", "10", "--threads", "1"]) == 0
     assert "wrote" in capsys.readouterr().out
     folder = cache_path(toy.root, 10)
     assert sorted(int(p.stem) for p in folder.glob("*.npy")) == list(range(toy.num_classes))
     arr = np.load(folder / "3.npy")
     assert arr.shape == (12, 10, 10, 3) and colours(arr)[5] == colour_of(3, 5)
-    assert cache_main([str(toy.root), "--size", "10"]) == 2  # exists, no --overwrite
+    assert cache_main([str(toy.root), "--image-size", "10"]) == 2  # exists, no --overwrite
     assert "exists" in capsys.readouterr().err
     assert not [p for p in toy.root.iterdir() if p.name.startswith(".decoded")]
 

@@ -23,9 +23,9 @@ from episodes.records.record_index import (
     read_index,
     write_index,
 )
-from episodes.records.record_reader import CorruptRecordError, FileHandlePool, RecordReader
+from episodes.records.record_reader import FileHandlePool, RecordReader
 from episodes.records.tfrecord_io import (
-    RecordCorruptError,
+    CorruptRecordError,
     frame_record,
     iter_records,
     masked_crc32c,
@@ -111,16 +111,16 @@ def test_corrupt_record_names_file_class_and_record(tmp_path):
         CorruptRecordError, match=r"3\.tfrecords, class 3, record 2: payload CRC mismatch"
     ):
         reader.read_payload(3, 2)
-    with pytest.raises(RecordCorruptError, match="record 2"):
+    with pytest.raises(CorruptRecordError, match="record 2"):
         list(iter_records(str(path)))
 
 
 def test_unframe_rejects_truncation_and_bad_length():
     frame = frame_record(b"hello")
     assert unframe_record(frame) == b"hello"
-    with pytest.raises(RecordCorruptError, match="truncated"):
+    with pytest.raises(CorruptRecordError, match="truncated"):
         unframe_record(frame[:10])
-    with pytest.raises(RecordCorruptError, match="length CRC"):
+    with pytest.raises(CorruptRecordError, match="length CRC"):
         unframe_record(b"\x01" + frame[1:])
 
 

@@ -339,13 +339,16 @@ def test_shots_plus_query_larger_than_class_named():
 @pytest.mark.parametrize(
     ("options", "named"),
     [
-        ({"mode": "sometimes"}, "mode='sometimes'"),
-        ({"ways": 0}, "ways=0"),
-        ({"shots": -1}, "shots=-1"),
-        ({"min_ways": 9, "max_ways": 4}, "min_ways=9"),
-        ({"ignore_hierarchy_probability": 1.5}, "ignore_hierarchy_probability=1.5"),
-        ({"max_support_size": 10}, "max_support_size=10"),
-        ({"min_examples_in_class": -2}, "min_examples_in_class=-2"),
+        ({"mode": "sometimes"}, "--mode sometimes: expected one of variable, fixed"),
+        ({"ways": 0}, "--ways 0: expected an integer >= 1"),
+        ({"shots": -1}, "--shots -1: expected an integer >= 1"),
+        ({"ways": 2.5}, "--ways 2.5: expected an integer >= 1"),
+        ({"min_ways": 9, "max_ways": 4}, "--min-ways 9 is larger than --max-ways 4"),
+        ({"ignore_hierarchy_probability": 1.5}, "--ignore-hierarchy-probability 1.5: expected"),
+        ({"max_support_size": 10}, "--max-support-size 10 is smaller"),
+        ({"min_examples_in_class": -2}, "--min-examples-in-class -2: expected an integer >= 0"),
+        ({"min_log_weight": float("nan")}, "--min-log-weight nan: expected a finite number"),
+        ({"use_dag_hierarchy": "no"}, "--use-dag-hierarchy no: expected true or false"),
     ],
 )
 def test_bad_config_named(options, named):

@@ -224,7 +224,7 @@ def test_min_leaves_may_raise_the_dag_bound_never_lower_it(ilsvrc):
         )
     ]
     assert min(ways) >= 20
-    with pytest.raises(SamplerError, match="min_leaves=5 is below min_ways=10"):
+    with pytest.raises(SamplerError, match="--min-leaves 5 is below --min-ways 10"):
         SamplerConfig(min_ways=10, min_leaves=5)
 
 

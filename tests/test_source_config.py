@@ -28,7 +28,7 @@ def test_every_field_is_a_flag_and_no_flag_keeps_the_defaults(name):
     parser = convert_cli.build_parser(name)
     flags = {o for action in parser._actions for o in action.option_strings}
     fields = source_cls.config_class.flag_fields()
-    assert fields and {flag_of(f.name) for f in fields} <= flags
+    assert fields and {flag_of(f) for f in fields} <= flags
     assert all("_" not in flag for flag in flags if flag != "--direct_num_workers")
     args, rest = parser.parse_known_args(["--source", name, *REQUIRED])
     assert rest == []
@@ -70,7 +70,7 @@ def test_flags_become_typed_fields_and_old_spellings_still_parse(capsys):
         (dict(jpeg_quality=101), "--jpeg-quality 101: expected an integer in 1..100"),
         (dict(image_format="gif"), "--image-format gif: expected one of jpeg, png"),
         (dict(random_split="yes"), "--random-split yes: expected true or false"),
-        (dict(resize=0), "--resize 0: expected an integer in 1..13377"),
+        (dict(resize=0), "--image-size 0: expected an integer in 1..13377"),
     ],
 )
 def test_bad_values_are_refused_with_the_flag_and_value(values, message):
@@ -114,8 +114,8 @@ def test_convert_all_declares_each_flag_once():
     parser = build_all_parser()
     flags = [o for action in parser._actions for o in action.option_strings]
     assert len(flags) == len(set(flags))
-    every = {f.name for cls in SOURCES.values() for f in cls.config_class.flag_fields()}
-    assert {flag_of(name) for name in every} <= set(flags)
+    every = {flag_of(f) for cls in SOURCES.values() for f in cls.config_class.flag_fields()}
+    assert every <= set(flags)
     titles = [g.title for g in parser._action_groups]
     assert any(t.startswith("published class split (aircraft, cu_birds, dtd,") for t in titles)
 

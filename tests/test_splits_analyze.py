@@ -42,7 +42,7 @@ def test_pca_png_is_written(tmp_path, atg_split):
                 "pca",
                 "--embeddings",
                 str(emb_path),
-                "--split",
+                "--split-file",
                 str(split_path),
                 str(split_path),
                 "--output",
@@ -131,7 +131,7 @@ def test_summary_command_prints_a_table_or_json(tmp_path, capsys, atg_split):
     split_path, emb_path = tmp_path / "split.json", tmp_path / "emb.npz"
     atg_split.save(split_path)
     emb.save(emb_path)
-    args = ["summary", "--split", str(split_path), "--embeddings", str(emb_path)]
+    args = ["summary", "--split-file", str(split_path), "--embeddings", str(emb_path)]
     assert analyze.main(args) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("toy (atg): train 16, valid 4, test 4; R ")

@@ -16,13 +16,13 @@ import pytest
 from episodes.records.dataset_spec import DatasetSpec
 from episodes.records.split_file import SplitFile, read_split_file
 from episodes.util.cli_style import command_parser
+from episodes.util.config_flags import add_config_arguments, config_field, config_from_args
 from splits import atg, make, published, semantic
 from splits import random as random_cli
 from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods import get_method, method_class, method_names, register_method
 from splits.methods.random.algorithm import random_split
 from splits.methods.semantic.algorithm import HierarchyError
-from splits.parameter_flags import add_parameter_arguments, parameter, parameters_from_args
 from splits.split_method import SplitInputs, SplitMethod
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,14 +57,14 @@ def _one_line(err: str) -> str:
 
 @dataclass(frozen=True)
 class Demo:
-    ways: int = parameter(help="ways")
-    rate: float | None = parameter(None, help="rate")
-    mode: str = parameter("a", choices=("a", "b"), help="mode")
-    strict: bool = parameter(False, help="strict")
-    shuffle: bool = parameter(True, help="shuffle")
-    fractions: tuple[float, float, float] = parameter((0.6, 0.2, 0.2), help="fractions")
-    roots: tuple[str, ...] = parameter(("x",), help="roots", renamed_from=("--root",))
-    lam: float = parameter(1.0, flag="--lambda", help="weight")
+    ways: int = config_field(help="ways")
+    rate: float | None = config_field(None, help="rate")
+    mode: str = config_field("a", choices=("a", "b"), help="mode")
+    strict: bool = config_field(False, help="strict")
+    shuffle: bool = config_field(True, help="shuffle")
+    fractions: tuple[float, float, float] = config_field((0.6, 0.2, 0.2), help="fractions")
+    roots: tuple[str, ...] = config_field(("x",), help="roots", renamed_from=("--root",))
+    lam: float = config_field(1.0, flag="--lambda", help="weight")
 
     def __post_init__(self) -> None:
         if self.ways < 1:
@@ -73,16 +73,16 @@ class Demo:
 
 def _demo_parser():
     parser = command_parser("demo")
-    add_parameter_arguments(parser, Demo, "demo")
+    add_config_arguments(parser.add_argument_group("demo"), Demo)
     return parser
 
 
 def test_flags_follow_the_field_types_and_defaults(capsys):
     args = _demo_parser().parse_args(["--ways", "5"])
-    assert parameters_from_args(Demo, args) == Demo(ways=5)
+    assert config_from_args(Demo, args) == Demo(ways=5)
     given = "--ways 3 --rate 0.5 --mode b --strict --no-shuffle --fractions 0.5 0.25 0.25"
     given += " --root y z --lambda 2"
-    demo = parameters_from_args(Demo, _demo_parser().parse_args(given.split()))
+    demo = config_from_args(Demo, _demo_parser().parse_args(given.split()))
     assert demo == Demo(3, 0.5, "b", True, False, (0.5, 0.25, 0.25), ("y", "z"), 2.0)
     assert isinstance(demo.fractions, tuple) and isinstance(demo.roots, tuple)
     assert "note: --root is now --roots" in capsys.readouterr().err
@@ -92,19 +92,36 @@ def test_flags_follow_the_field_types_and_defaults(capsys):
         with pytest.raises(SystemExit):
             _demo_parser().parse_args(bad)
     with pytest.raises(ValueError, match="ways must be >= 1"):
-        parameters_from_args(Demo, _demo_parser().parse_args(["--ways", "0"]))
+        config_from_args(Demo, _demo_parser().parse_args(["--ways", "0"]))
 
 
 def test_unmappable_fields_are_refused():
     with pytest.raises(TypeError, match="immutable"):
-        parameter([1, 2], help="a list")
+        config_field({"a": 1}, help="a dict")
 
     @dataclass(frozen=True)
     class Odd:
-        table: dict[str, int] = parameter(None, help="no flag for a dict")
+        table: dict[str, int] = config_field(None, help="no flag for a dict")
 
-    with pytest.raises(TypeError, match="unsupported parameter type"):
-        add_parameter_arguments(command_parser("odd"), Odd, "odd")
+    with pytest.raises(TypeError, match="no flag type for"):
+        add_config_arguments(command_parser("odd"), Odd)
+
+
+def test_the_old_parameter_flags_names_still_work_with_a_warning():
+    import splits.parameter_flags as old
+
+    with pytest.warns(DeprecationWarning, match="parameter moved to .*config_field.*0.3.0"):
+        parameter = old.parameter
+    assert parameter is config_field
+    with pytest.warns(DeprecationWarning, match="setting moved to"):
+        assert old.setting(3, help="x").metadata["cli"] is False
+    with pytest.warns(DeprecationWarning, match="add_parameter_arguments moved to"):
+        parser = command_parser("demo")
+        old.add_parameter_arguments(parser, Demo, "demo")
+    with pytest.warns(DeprecationWarning, match="parameters_from_args moved to"):
+        assert old.parameters_from_args(Demo, parser.parse_args(["--ways", "2"])) == Demo(ways=2)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        old.nothing  # noqa: B018
 
 
 # ----------------------------------------------------------------------------------------------
@@ -284,7 +301,9 @@ def test_old_dataset_name_spelling_is_only_read_under_the_old_names(
 def test_help_lists_the_methods_and_each_methods_flags():
     assert "methods: atg, published, random, semantic" in make.build_parser().format_help()
     atg_help = make.build_parser("atg").format_help()
-    assert all(flag in atg_help for flag in ("--divergence R", "--lambda", "--measure", "--seed"))
+    assert all(
+        flag in atg_help for flag in ("--divergence R", "--penalty-weight", "--measure", "--seed")
+    )
     assert "--sweep" not in atg_help and "--output-dir" not in atg_help
     assert make.build_parser("atg").format_help() == atg.build_parser().format_help()
 

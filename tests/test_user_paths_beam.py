@@ -109,7 +109,7 @@ def slow_raw(tmp_path_factory) -> Path:
     return root
 
 
-SLOW = ("--resize", "640", "--image-mode", "RGB", "--direct_num_workers", "2")
+SLOW = ("--image-size", "640", "--image-mode", "RGB", "--direct_num_workers", "2")
 
 
 @pytest.mark.parametrize("every_source", [False, True], ids=["one-source", "all"])
@@ -175,7 +175,7 @@ def test_second_conversion_to_one_output_is_refused_while_the_first_lives(tmp_pa
     write_omniglot_fixture(raw, drawers=8)
     planned = sum(1 for p in raw.rglob("*.png"))
     out = tmp_path / "omniglot"
-    first = _start(_convert_cmd(raw, out, "--resize", "256", "--direct_num_workers", "2"))
+    first = _start(_convert_cmd(raw, out, "--image-size", "256", "--direct_num_workers", "2"))
     live_staging = _wait_for(lambda: _staging(out), "the first conversion's staging", proc=first)[0]
     counting = lambda: list(live_staging.glob("_spill/progress-*"))  # noqa: E731
     _wait_for(counting, "the first conversion's encoders to count images", proc=first)

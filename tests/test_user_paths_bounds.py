@@ -38,8 +38,10 @@ def test_size_options_are_bounded_by_the_image_size_limit(toy: Path, tmp_path: P
 
     huge = str(MAX_IMAGE_SIDE + 1)
     assert convert.main(["--source", "omniglot", "--input", str(tmp_path), "--output",
-                         str(out), "--resize", huge]) == 2  # fmt: skip
-    assert capsys.readouterr().err == f"error: --resize {huge}: expected an integer in 1..13377\n"
+                         str(out), "--image-size", huge]) == 2  # fmt: skip
+    assert (
+        capsys.readouterr().err == f"error: --image-size {huge}: expected an integer in 1..13377\n"
+    )
     assert not (tmp_path / "out").exists()  # refused before anything was made
     run = tmp_path / "run"
     args = ["--method", "protonet", "--synthetic", "--episodes", "2", "--output", str(run)]

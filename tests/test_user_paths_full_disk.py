@@ -155,7 +155,7 @@ def test_a_full_disk_while_caching_or_embedding_leaves_no_folder(
         pytest.skip("Beam workers write from their own processes: needs a small file system")
     dataset = write_dataset(tmp_path / "toy", per_class=(12,) * 15).root
     cache = small_disk.run(
-        "beam_pipelines.cache", "--dataset", str(dataset), "--size", "84",
+        "beam_pipelines.cache", "--dataset", str(dataset), "--image-size", "84",
         "--cache-root", str(small_disk.folder),
     )  # fmt: skip
     said = [line for line in cache.stderr.splitlines() if line.strip() and line[0] != "["]

@@ -15,7 +15,6 @@ import pytest
 
 from episodes.images.decoded_cache import DecodedCacheError, cache_path, write_decoded_cache
 from episodes.images.image_decode import decode_image, usable_cores
-from episodes.read import USER_ERRORS
 from episodes.read import main as read_main
 from episodes.reading.decode_processes import ReaderNote, auto_decode_processes
 from episodes.reading.reader import EpisodeReader
@@ -226,9 +225,7 @@ def test_a_cut_records_file_ends_in_one_line_naming_file_class_and_record(
 ):
     if index == "no index":
         (cut_dataset.root / "7.index").unlink()
-    code = run_main(
-        read_main, ["--dataset", str(cut_dataset.root), *ARGS], extra_errors=USER_ERRORS
-    )
+    code = run_main(read_main, ["--dataset", str(cut_dataset.root), *ARGS])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1, err
     assert str(cut_dataset.root / "7.tfrecords") in err and "class 7" in err
@@ -333,7 +330,7 @@ def cached(tmp_path):
     from beam_pipelines import cache as cache_cli
 
     spec = write_dataset(tmp_path / "toy", per_class=(12,) * 9, fmt="JPEG")
-    assert cache_cli.main([str(spec.root), "--size", "16"]) == 0
+    assert cache_cli.main([str(spec.root), "--image-size", "16"]) == 0
     return spec
 
 

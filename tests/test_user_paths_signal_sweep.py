@@ -107,7 +107,7 @@ JOBS = {
         "beam_pipelines.convert",
         lambda w, d: (
             ["--all", "--input", str(w["raw"]), "--output", str(d / "out")]
-            + ["--resize", "320", "--image-mode", "RGB", *WORKERS]
+            + ["--image-size", "320", "--image-mode", "RGB", *WORKERS]
         ),
         lambda d: d / "out" / "omniglot",
         "interrupted: conversions stopped, staging folders removed; no output changed",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,9 +9,9 @@ from beam_pipelines.glyph_dataset.config import (
     OMNIGLOT_DRAWERS,
     OMNIGLOT_SIZE,
     GlyphDatasetConfig,
-    GlyphDatasetError,
 )
 from beam_pipelines.glyph_dataset.generation import generate
+from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import CommandParser, command_parser
 
 
@@ -31,7 +30,14 @@ def build_parser() -> CommandParser:
     parser.add_argument(
         "--examples", type=int, default=OMNIGLOT_DRAWERS, help="drawers per character (20)"
     )
-    parser.add_argument("--size", type=int, default=OMNIGLOT_SIZE, help="image side (105)")
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        default=OMNIGLOT_SIZE,
+        metavar="N",
+        renamed_from=("--size",),
+        help=f"image side in pixels of the drawn glyphs (default {OMNIGLOT_SIZE}, Omniglot's)",
+    )
     parser.add_argument(
         "--max-characters", type=int, default=None, help="keep the first N characters per alphabet"
     )
@@ -44,31 +50,24 @@ def build_parser() -> CommandParser:
     return parser
 
 
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     """Generate as asked; bad input is one `error:` line on stderr and exit status 2."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as usage:  # the parser printed its one line
-        return int(usage.code or 0)
-    try:
-        config = GlyphDatasetConfig(
-            seed=args.seed,
-            alphabets=args.alphabets,
-            examples=args.examples,
-            size=args.size,
-            max_characters=args.max_characters,
-            as_zip=args.zip,
-        )
-        summary = generate(
-            args.output,
-            config,
-            overwrite=args.overwrite,
-            workers=args.workers,
-            progress=not args.quiet,
-        )
-    except GlyphDatasetError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    args = build_parser().parse_args(argv)
+    config = GlyphDatasetConfig(
+        seed=args.seed,
+        alphabets=args.alphabets,
+        examples=args.examples,
+        size=args.image_size,
+        max_characters=args.max_characters,
+        as_zip=args.zip,
+    )
+    summary = generate(
+        args.output,
+        config,
+        overwrite=args.overwrite,
+        workers=args.workers,
+        progress=not args.quiet,
+    )
     print(summary.describe())
     return 0

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from episodes.util.cli_errors import UserError
+
 BACKGROUND = "images_background"
 EVALUATION = "images_evaluation"
 OMNIGLOT_DRAWERS = 20
 OMNIGLOT_SIZE = 105
 
 
-class GlyphDatasetError(ValueError):
+class GlyphDatasetError(UserError, ValueError):
     """Bad parameters or an output folder that may not be written; message names the value."""
 
 
@@ -52,7 +54,7 @@ def check_values(config: GlyphDatasetConfig) -> None:
         ),
         (
             isinstance(config.size, int) and 28 <= config.size <= 512,
-            f"--size must be between 28 and 512 pixels, got {config.size!r}",
+            f"--image-size must be between 28 and 512 pixels, got {config.size!r}",
         ),
         (
             config.max_characters is None

@@ -25,9 +25,10 @@ from beam_pipelines.sources.raw_downloads import RawDownload
 from beam_pipelines.sources.source_config import SourceConfig
 from episodes.records.dataset_spec import DagHierarchy, Split
 from episodes.records.split_sizes import split_by_fractions as cut_by_fractions
+from episodes.util.cli_errors import UserError
 
 
-class LayoutError(ValueError):
+class LayoutError(UserError, ValueError):
     """The input folder does not hold the raw layout the source expects."""
 
 
@@ -85,7 +86,7 @@ class ConversionPlan:
         names = [c.name for c in self.classes]
         if len(set(names)) != len(names):
             dupes = sorted({n for n in names if names.count(n) > 1})
-            raise ValueError(f"plan for {self.dataset_name}: duplicate class names {dupes[:5]}")
+            raise LayoutError(f"plan for {self.dataset_name}: duplicate class names {dupes[:5]}")
         order = {Split.TRAIN: 0, Split.VALID: 1, Split.TEST: 2, None: 3}
         ranks = [order[c.split] for c in self.classes]
         if ranks != sorted(ranks):

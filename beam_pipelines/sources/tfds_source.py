@@ -56,7 +56,7 @@ def dataset_name_of(source: str | None) -> str:
 
 def _tfrecord_payloads(path: str) -> Iterator[tuple[bytes | None, str | None]]:
     """(payload, None) per record, (payload, reason) for a record that fails its CRC; a broken
-    frame raises RecordCorruptError (the caller rejects the records it did not get)."""
+    frame raises CorruptRecordError (the caller rejects the records it did not get)."""
     with open(path, "rb") as stream:
         for index, (_, payload, ok) in enumerate(iter_frames(stream, where=path)):
             yield payload, None if ok else f"record {index}: payload CRC mismatch"

@@ -149,7 +149,7 @@ def assign_splits(
                 f"split root {root} is not a synset of {wordnet.source or 'WordNet'}"
             )
     if valid_root == test_root:
-        raise ValueError(f"valid and test roots are both {valid_root}")
+        raise WordNetError(f"valid and test roots are both {valid_root}")
     split: dict[Split, list[str]] = {s: [] for s in ALL_SPLITS}
     alternate = Split.VALID
     for leaf in sorted(set(leaves)):

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from episodes.util.cli_errors import UserError
+
 __all__ = [
     "DEFAULT_WORDNET_DIR",
     "HYPERNYM",
@@ -34,7 +36,7 @@ HYPERNYM = "@"
 INSTANCE_HYPERNYM = "@i"
 
 
-class WordNetError(ValueError):
+class WordNetError(UserError, ValueError):
     """A WordNet file that is missing or not in the expected format."""
 
 

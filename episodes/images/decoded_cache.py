@@ -28,6 +28,7 @@ from episodes.images.image_decode import DEFAULT_RESIZE, check_resize, decode_im
 from episodes.records.dataset_spec import DatasetSpec
 from episodes.records.record_reader import CorruptRecordError, RecordReader
 from episodes.util.atomic_files import atomic_path, replace_folder, staging_folder
+from episodes.util.cli_errors import UserError
 from episodes.util.json_files import read_json_object
 from episodes.util.npy_maps import open_npy_map
 
@@ -55,7 +56,7 @@ CACHE_FORMAT = "fewshot-tasksets.decoded_cache/2"  # /2: resize mode, array size
 MANIFEST = "manifest.json"
 
 
-class DecodedCacheError(ValueError):
+class DecodedCacheError(UserError, ValueError):
     """A decoded cache that is missing, incomplete or made for different records."""
 
 
@@ -221,7 +222,7 @@ NPY_HEADER_MAX = 4096  # bytes of .npy header (np.save writes 128 for these arra
 
 def _rebuild_hint(spec: DatasetSpec, size: int, resize: str) -> str:
     return (
-        f"rebuild it: python -m beam_pipelines.cache --dataset {spec.root} --size {size} "
+        f"rebuild it: python -m beam_pipelines.cache --dataset {spec.root} --image-size {size} "
         f"--resize {resize} --overwrite"
     )
 

@@ -34,6 +34,7 @@ from PIL import Image, ImageFile
 
 from episodes.images.image_size_limit import size_problem, use_image_size_limit
 from episodes.images.reference_resize import reference_resize_into
+from episodes.util.cli_errors import UsageError, UserError
 
 __all__ = [
     "DEFAULT_RESIZE",
@@ -66,14 +67,14 @@ _FORMATS = ("JPEG", "PNG", "GIF", "BMP", "WEBP", "TIFF", "PPM")
 MIN_CHUNK = 8  # images per thread-pool task: amortises the task overhead
 
 
-class ImageDecodeError(ValueError):
+class ImageDecodeError(UserError, ValueError):
     """Bytes that Pillow cannot decode into an image."""
 
 
 def check_resize(resize: str) -> str:
-    """`resize` itself when it names a resize mode, else ValueError naming the choices."""
+    """`resize` itself when it names a resize mode, else UsageError naming the choices."""
     if resize not in RESIZE_MODES:
-        raise ValueError(f"resize={resize!r}: expected one of {RESIZE_MODES}")
+        raise UsageError(f"resize={resize!r}: expected one of {RESIZE_MODES}")
     return resize
 
 
@@ -154,7 +155,7 @@ def decode_image(data: bytes, size: int | None = 84, resize: str = DEFAULT_RESIZ
         except Exception as exc:  # Pillow raises many types for bad bytes
             raise ImageDecodeError(f"not a decodable image ({type(exc).__name__}: {exc})") from None
     if size < 1:
-        raise ValueError(f"image size must be >= 1, got {size}")
+        raise UsageError(f"image size must be >= 1, got {size}")
     out = np.empty((size, size, 3), np.uint8)
     decode_image_into(data, out, resize)
     return out

@@ -36,8 +36,9 @@ from episodes.images.image_decode import (
 )
 from episodes.records.example_proto import ExampleDecodeError, decode_example, encode_example
 from episodes.records.local_dataset import SHARDS_MANIFEST
-from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
+from episodes.records.tfrecord_io import CorruptRecordError, iter_record_offsets
 from episodes.sampling.episode import Episode, EpisodeDescription, episode_labels
+from episodes.util.cli_errors import UserError
 
 __all__ = [
     "EncodedEpisode",
@@ -58,7 +59,7 @@ MANIFEST = SHARDS_MANIFEST  # a shards folder's mark: the reader tells it from a
 _READ_BUFFER = 4 << 20
 
 
-class ShardError(ValueError):
+class ShardError(UserError, ValueError):
     """An episode shard that is missing, corrupt or not an episode record."""
 
 
@@ -218,7 +219,7 @@ def shard_episode_count(path: str | os.PathLike) -> int:
         with open(file, "rb", buffering=_READ_BUFFER) as stream:
             try:
                 count += sum(1 for _ in iter_record_offsets(stream, where=str(file)))
-            except RecordCorruptError as exc:
+            except CorruptRecordError as exc:
                 raise ShardError(f"corrupt episode shard: {exc}") from exc
     return count
 
@@ -228,7 +229,7 @@ def _iter_file(path: Path) -> Iterator[EncodedEpisode]:
         try:
             for number, (_, payload) in enumerate(iter_record_offsets(stream, where=str(path))):
                 yield decode_episode(payload, where=f"{path}, record {number}")
-        except RecordCorruptError as exc:
+        except CorruptRecordError as exc:
             raise ShardError(f"corrupt episode shard: {exc}") from exc
 
 

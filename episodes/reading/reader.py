@@ -285,7 +285,7 @@ class EpisodeReader:
             raise DecodedCacheError(
                 f"{spec.root}: no decoded cache for {self.image_size}x{self.image_size} "
                 f"(write one with: python -m beam_pipelines.cache --dataset {spec.root} "
-                f"--size {self.image_size})"
+                f"--image-size {self.image_size})"
             )
         return cache
 

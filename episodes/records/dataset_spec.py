@@ -18,6 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from episodes.util.cli_errors import UserError
 from episodes.util.json_files import read_json_object
 
 __all__ = [
@@ -42,7 +43,7 @@ SPEC_FORMAT = "fewshot-tasksets.dataset_spec/2"
 READABLE_FORMATS = ("fewshot-tasksets.dataset_spec/1", SPEC_FORMAT)
 
 
-class SpecError(ValueError):
+class SpecError(UserError, ValueError):
     """A dataset spec that cannot be read or does not describe what was asked of it."""
 
 

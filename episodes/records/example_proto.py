@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 
+from episodes.util.cli_errors import UserError
+
 __all__ = [
     "ExampleDecodeError",
     "decode_example",
@@ -26,7 +28,7 @@ _WT_LEN = 2
 _WT_I32 = 5
 
 
-class ExampleDecodeError(ValueError):
+class ExampleDecodeError(UserError, ValueError):
     """Bytes that are not a well-formed tf.train.Example."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from episodes.util.cli_errors import UserError
+
 __all__ = ["ReaderError"]
 
 
-class ReaderError(ValueError):
+class ReaderError(UserError, ValueError):
     """Reader options or inputs that cannot produce episodes."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from episodes.records.tfrecord_io import iter_record_offsets
 from episodes.util.atomic_files import write_bytes_atomically
+from episodes.util.cli_errors import UserError
 
 __all__ = [
     "IndexError_",
@@ -37,7 +38,7 @@ MAGIC = b"FSTIDX01"
 _HEAD = struct.Struct("<8sQQ")
 
 
-class IndexError_(ValueError):
+class IndexError_(UserError, ValueError):
     """A missing, corrupt or stale record index."""
 
 

@@ -18,7 +18,7 @@ from episodes.records.example_proto import ExampleDecodeError, decode_image_exam
 from episodes.records.record_index import RecordIndex, RecordIndexError, load_or_build_index
 from episodes.records.tfrecord_io import (
     FRAME_OVERHEAD,
-    RecordCorruptError,
+    CorruptRecordError,
     masked_crc32c,
     unframe_record,
 )
@@ -51,10 +51,6 @@ def verified_payload(frame: bytes) -> bytes | None:
     if masked_crc32c(payload) != _FRAME_FOOT.unpack_from(frame, 12 + length)[0]:
         return None
     return payload
-
-
-class CorruptRecordError(RuntimeError):
-    """A record that fails its CRC or does not parse, named by file, class and record number."""
 
 
 class FileHandlePool:
@@ -149,7 +145,7 @@ class RecordReader:
         path = self.records_path(class_id)
         try:
             index = load_or_build_index(path, self.index_cache_dir)
-        except (RecordIndexError, RecordCorruptError) as exc:
+        except (RecordIndexError, CorruptRecordError) as exc:
             text = str(exc).replace(f"{path}: ", "").replace(f"{path} ", "the file ")
             if isinstance(exc, RecordIndexError):  # an index to rebuild, or a file cut short
                 raise RecordIndexError(f"file {path}, class {class_id}: {text}") from None
@@ -232,7 +228,7 @@ class RecordReader:
     def _unframe(self, frame: bytes, path: str, class_id: int, k: int) -> bytes:
         try:
             return unframe_record(frame, where=f"record {k}")
-        except RecordCorruptError as exc:
+        except CorruptRecordError as exc:
             raise CorruptRecordError(
                 f"corrupt record: file {path}, class {class_id}, {exc}"
             ) from exc

@@ -18,8 +18,8 @@ import numpy as np
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import SPEC_FILENAME, DatasetSpec, SpecError
 from episodes.records.record_index import RecordIndex, RecordIndexError
-from episodes.records.record_reader import CorruptRecordError, FileHandlePool, RecordReader
-from episodes.records.tfrecord_io import RecordCorruptError, iter_record_offsets
+from episodes.records.record_reader import FileHandlePool, RecordReader
+from episodes.records.tfrecord_io import CorruptRecordError, iter_record_offsets
 
 __all__ = [
     "ObjectRangePool",
@@ -111,7 +111,7 @@ class RemoteRecordReader(RecordReader):
         try:
             with storage_paths.open_binary(url, buffer_bytes=SCAN_BUFFER_BYTES) as stream:
                 offsets = [offset for offset, _ in iter_record_offsets(stream, where=url)]
-        except RecordCorruptError as exc:
+        except CorruptRecordError as exc:
             raise CorruptRecordError(
                 f"file {url}, class {class_id}: {exc} (restore the object or convert the "
                 "dataset again)"

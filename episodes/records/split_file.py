@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from episodes.util.atomic_files import write_text_atomically
+from episodes.util.cli_errors import UserError
 from episodes.util.json_files import read_json
 
 __all__ = [
@@ -44,7 +45,7 @@ SPLITS = ("train", "valid", "test")
 FORMAT_VERSION = 1
 
 
-class SplitFileError(ValueError):
+class SplitFileError(UserError, ValueError):
     """A split file, or its use with a dataset's class list, is invalid."""
 
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from episodes.util.config_flags import ConfigError
+
 __all__ = [
     "DEFAULT_FRACTIONS",
     "SPLIT_NAMES",
@@ -30,14 +32,15 @@ _FLOOR_EPSILON = 1e-9
 
 
 def validate_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
-    """Return (train, valid, test) fractions, or raise ValueError naming what is wrong."""
+    """Return (train, valid, test) fractions, or raise ConfigError (a ValueError) naming what is
+    wrong."""
     values = tuple(float(f) for f in fractions)
     if len(values) != 3:
-        raise ValueError(f"fractions must be three numbers (train valid test), got {list(values)}")
+        raise ConfigError(f"fractions must be three numbers (train valid test), got {list(values)}")
     if any(not math.isfinite(f) or f < 0 for f in values):
-        raise ValueError(f"fractions must be finite and >= 0, got {list(values)}")
+        raise ConfigError(f"fractions must be finite and >= 0, got {list(values)}")
     if abs(sum(values) - 1.0) > _SUM_TOLERANCE:
-        raise ValueError(f"fractions must sum to 1, got {list(values)} (sum {sum(values):.6g})")
+        raise ConfigError(f"fractions must sum to 1, got {list(values)} (sum {sum(values):.6g})")
     return values  # type: ignore[return-value]
 
 
@@ -47,7 +50,7 @@ def split_counts(num_classes: int, fractions: Sequence[float]) -> tuple[int, int
     values = validate_fractions(fractions)
     asked = sum(f > 0 for f in values)
     if num_classes < asked:
-        raise ValueError(
+        raise ConfigError(
             f"{num_classes} classes are too few for fractions {list(values)}: {asked} splits "
             f"are asked for and each needs at least one class"
         )
@@ -69,7 +72,7 @@ def split_by_fractions(
     numpy.random.default_rng(seed), cut by `split_counts`; each list sorted."""
     order = sorted(str(n) for n in names)
     if len(set(order)) != len(order):
-        raise ValueError("class names must be distinct")
+        raise ConfigError("class names must be distinct")
     n_train, n_valid, _ = split_counts(len(order), fractions)
     shuffled = [order[i] for i in np.random.default_rng(seed).permutation(len(order))]
     cuts = (

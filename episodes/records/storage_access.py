@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from episodes.records.object_uploads import bucket_and_key
+from episodes.util.cli_errors import UserError
 
 __all__ = ["DEFAULT_TIMEOUT_S", "S3_CREDENTIALS", "StorageAccessError", "check_access"]
 
@@ -25,7 +26,7 @@ S3_CREDENTIALS = (
 )
 
 
-class StorageAccessError(OSError):
+class StorageAccessError(UserError, OSError):
     """An object-storage URL cannot be reached; the message says what is missing."""
 
 

@@ -34,10 +34,11 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from episodes.records.object_uploads import bucket_and_key
+from episodes.util.cli_errors import OutputExistsError, UsageError
+from episodes.util.moved_modules import moved_names
 
 __all__ = [
     "ObjectPath",
-    "OutputPrefixError",
     "PUBLISH_THREADS",
     "READ_BUFFER_BYTES",
     "SINGLE_COPY_LIMIT",
@@ -65,8 +66,10 @@ __all__ = [
 ]
 
 
-class OutputPrefixError(FileExistsError):
-    """A remote output prefix holds objects and --overwrite was not given."""
+# A remote output prefix that holds objects is an existing output, as a local folder is.
+__getattr__ = moved_names(
+    __name__, {"OutputPrefixError": "episodes.util.cli_errors:OutputExistsError"}
+)
 
 
 def is_remote(path: Any) -> bool:
@@ -426,9 +429,9 @@ def input_location(path: str | os.PathLike) -> Path | ObjectPath:
 
 def require_output_folder(url: str) -> None:
     """An output in object storage must be a folder inside a bucket: its staging prefix lies
-    beside it, in the same bucket. ValueError for a bare bucket."""
+    beside it, in the same bucket. UsageError for a bare bucket."""
     if "/" not in folder_url(url).split("://", 1)[-1]:
-        raise ValueError(
+        raise UsageError(
             f"{url}: an output must be a folder inside the bucket, e.g. {folder_url(url)}/NAME"
         )
 
@@ -445,7 +448,7 @@ def check_output_prefix(url: str, overwrite: bool, marker: str) -> None:
     existing = list_objects(url)
     if existing and not overwrite:
         state = "a finished output" if marker in existing else f"an unfinished one (no {marker})"
-        raise OutputPrefixError(
+        raise OutputExistsError(
             f"{url}: output prefix holds {len(existing)} objects, {state} (pass --overwrite)"
         )
 

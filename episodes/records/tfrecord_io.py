@@ -11,11 +11,14 @@ import struct
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from episodes.util.cli_errors import UserError
+from episodes.util.moved_modules import moved_names
+
 __all__ = [
     "FOOTER_SIZE",
     "FRAME_OVERHEAD",
     "HEADER_SIZE",
-    "RecordCorruptError",
+    "CorruptRecordError",
     "frame_record",
     "iter_frames",
     "iter_record_offsets",
@@ -51,8 +54,14 @@ _LEN = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 
 
-class RecordCorruptError(ValueError):
-    """A TFRecord frame whose length or CRC does not verify."""
+class CorruptRecordError(UserError, ValueError, RuntimeError):
+    """A TFRecord record whose frame (length, CRC) does not verify or whose payload does not
+    parse, named by file (and, from the reader, class and record number). One class for what
+    were two (`RecordCorruptError`, a ValueError, and the reader's `CorruptRecordError`, a
+    RuntimeError): it is both, so either `except` still catches it."""
+
+
+__getattr__ = moved_names(__name__, {"RecordCorruptError": f"{__name__}:CorruptRecordError"})
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -73,20 +82,20 @@ def unframe_record(frame: bytes | memoryview, where: str = "record") -> bytes:
     """Verify a complete frame (header, payload, footer) and return its payload."""
     frame = memoryview(frame)
     if len(frame) < FRAME_OVERHEAD:
-        raise RecordCorruptError(f"{where}: truncated frame of {len(frame)} bytes")
+        raise CorruptRecordError(f"{where}: truncated frame of {len(frame)} bytes")
     length_bytes = frame[:8]
     (length,) = _LEN.unpack(length_bytes)
     (length_crc,) = _CRC.unpack(frame[8:12])
     if masked_crc32c(length_bytes) != length_crc:
-        raise RecordCorruptError(f"{where}: length CRC mismatch")
+        raise CorruptRecordError(f"{where}: length CRC mismatch")
     if len(frame) != length + FRAME_OVERHEAD:
-        raise RecordCorruptError(
+        raise CorruptRecordError(
             f"{where}: frame holds {len(frame) - FRAME_OVERHEAD} payload bytes, header says {length}"
         )
     payload = frame[12 : 12 + length]
     (payload_crc,) = _CRC.unpack(frame[12 + length :])
     if masked_crc32c(payload) != payload_crc:
-        raise RecordCorruptError(f"{where}: payload CRC mismatch")
+        raise CorruptRecordError(f"{where}: payload CRC mismatch")
     return bytes(payload)
 
 
@@ -94,7 +103,7 @@ def iter_frames(stream: BinaryIO, where: str = "file") -> Iterator[tuple[int, by
     """Yield (offset, payload, payload CRC ok) for every record of an open file.
 
     A broken frame (truncated, or a length whose CRC fails) ends the stream with
-    RecordCorruptError: nothing after it can be located. A payload whose CRC fails is still
+    CorruptRecordError: nothing after it can be located. A payload whose CRC fails is still
     delimited, so it is yielded with ok=False and the caller decides (raise, or count it)."""
     offset = stream.tell()
     index = 0
@@ -103,16 +112,16 @@ def iter_frames(stream: BinaryIO, where: str = "file") -> Iterator[tuple[int, by
         if not header:
             return
         if len(header) < HEADER_SIZE:
-            raise RecordCorruptError(f"{where}: record {index} at byte {offset}: truncated header")
+            raise CorruptRecordError(f"{where}: record {index} at byte {offset}: truncated header")
         (length,) = _LEN.unpack(header[:8])
         (length_crc,) = _CRC.unpack(header[8:])
         if masked_crc32c(header[:8]) != length_crc:
-            raise RecordCorruptError(
+            raise CorruptRecordError(
                 f"{where}: record {index} at byte {offset}: length CRC mismatch"
             )
         body = stream.read(length + FOOTER_SIZE)
         if len(body) < length + FOOTER_SIZE:
-            raise RecordCorruptError(f"{where}: record {index} at byte {offset}: truncated payload")
+            raise CorruptRecordError(f"{where}: record {index} at byte {offset}: truncated payload")
         payload = body[:length]
         (payload_crc,) = _CRC.unpack(body[length:])
         yield offset, payload, masked_crc32c(payload) == payload_crc
@@ -124,7 +133,7 @@ def iter_record_offsets(stream: BinaryIO, where: str = "file") -> Iterator[tuple
     """Yield (offset, payload) for every record of an open file, verifying both CRCs."""
     for index, (offset, payload, ok) in enumerate(iter_frames(stream, where)):
         if not ok:
-            raise RecordCorruptError(
+            raise CorruptRecordError(
                 f"{where}: record {index} at byte {offset}: payload CRC mismatch"
             )
         yield offset, payload

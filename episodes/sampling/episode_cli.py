@@ -15,10 +15,12 @@ from typing import Any
 
 from episodes.sampling.sampler_config import SamplerError
 from episodes.sampling.sampling_mode import SamplingMode
-from episodes.util.cli_style import add_dataset_argument, finite_float
+from episodes.util.cli_style import add_dataset_argument
+from episodes.util.config_flags import add_config_arguments, flag_of, given_values
 from episodes.util.moved_modules import moved_names
 
 __all__ = [
+    "SAMPLER_DEST",
     "add_episode_source_arguments",
     "add_sampler_arguments",
     "add_sampling_mode_arguments",
@@ -27,47 +29,22 @@ __all__ = [
     "sampling_mode_from_args",
 ]
 
+SAMPLER_DEST = "sampler_"  # the sampler's flags are stored as sampler_<field> in the namespace
+
 __getattr__ = moved_names(
     __name__, {"add_mixing_arguments": f"{__name__}:add_sampling_mode_arguments"}
 )
 
 
-def _annotation_parser(annotation: str | type):
-    """(argparse type, optional) of a field annotation, written as text or as a type."""
-    text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
-    text = text.replace(" ", "")
-    optional = "None" in text.split("|")
-    base = [t for t in text.split("|") if t != "None"][0]
-    kind = {"int": int, "float": finite_float, "str": str, "bool": bool}.get(base, str)
-    return kind, optional
-
-
 def add_sampler_arguments(parser: argparse.ArgumentParser) -> None:
-    """One `--option` per SamplerConfig field (e.g. --mode, --ways, --max-support-size)."""
+    """One `--option` per SamplerConfig field (e.g. --mode, --ways, --max-support-size), with
+    the help, choices and bounds declared beside the field (`episodes.util.config_flags`)."""
     from episodes.sampling.sampler_config import SamplerConfig
 
-    group = parser.add_argument_group("sampler (episodes.sampling.sampler.SamplerConfig)")
-    for field in dataclasses.fields(SamplerConfig):
-        flag = "--" + field.name.replace("_", "-")
-        kind, _ = _annotation_parser(field.type)
-        default = field.default
-        if kind is bool:
-            group.add_argument(
-                flag,
-                dest=f"sampler_{field.name}",
-                default=None,
-                action=argparse.BooleanOptionalAction,
-                help=f"(default {default})",
-            )
-        else:
-            group.add_argument(
-                flag,
-                dest=f"sampler_{field.name}",
-                type=kind,
-                default=None,
-                metavar=field.name.upper(),
-                help=f"(default {default})",
-            )
+    group = parser.add_argument_group(
+        "sampler (episodes.sampling.sampler.SamplerConfig; the defaults are Meta-Dataset's)"
+    )
+    add_config_arguments(group, SamplerConfig, dest_prefix=SAMPLER_DEST)
 
 
 def add_episode_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,12 +57,8 @@ def add_episode_source_arguments(parser: argparse.ArgumentParser) -> None:
     add_sampling_mode_arguments(parser)
 
 
-def _mode_flag(field: dataclasses.Field) -> str:
-    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
-
-
-def _mode_dest(mode: str, field: dataclasses.Field) -> str:
-    return f"sampling_{mode}_{field.name}"
+def _mode_dest(mode: str) -> str:
+    return f"sampling_{mode}_"
 
 
 def add_sampling_mode_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,16 +80,10 @@ def add_sampling_mode_arguments(parser: argparse.ArgumentParser) -> None:
         if not fields:
             continue
         group = parser.add_argument_group(f"sampling mode {name}", mode.summary)
-        for field in fields:
-            kind, _ = _annotation_parser(field.type)
-            group.add_argument(
-                _mode_flag(field),
-                dest=_mode_dest(name, field),
-                type=kind,
-                default=None,
-                metavar=field.metadata.get("metavar") or field.name.upper(),
-                help=field.metadata.get("help", ""),
-            )
+        # asked for only with the mode: a field without a default is checked when it is chosen
+        add_config_arguments(
+            group, mode.Options, dest_prefix=_mode_dest(name), require_missing=False
+        )
 
 
 def sampling_mode_from_args(args: argparse.Namespace) -> SamplingMode:
@@ -127,11 +94,11 @@ def sampling_mode_from_args(args: argparse.Namespace) -> SamplingMode:
     given: dict[str, dict[str, Any]] = {}
     flags: dict[str, list[str]] = {}
     for name in mode_names():
-        for field in dataclasses.fields(mode_class(name).Options):
-            value = getattr(args, _mode_dest(name, field), None)
-            if value is not None:
-                given.setdefault(name, {})[field.name] = value
-                flags.setdefault(name, []).append(_mode_flag(field))
+        options = mode_class(name).Options
+        values = given_values(options, args, dest_prefix=_mode_dest(name))
+        if values:
+            given[name] = values
+            flags[name] = [flag_of(f) for f in dataclasses.fields(options) if f.name in values]
     asked = getattr(args, "sampling", None)
     described = {n: f"{' '.join(flags[n])} (sampling mode {n})" for n in given}
     if asked is None and len(given) > 1:
@@ -144,7 +111,7 @@ def sampling_mode_from_args(args: argparse.Namespace) -> SamplingMode:
     if others:
         raise SamplerError(f"{' and '.join(others)} cannot be used with --sampling {chosen}")
     missing = [
-        _mode_flag(f)
+        flag_of(f)
         for f in dataclasses.fields(mode_class(chosen).Options)
         if f.default is dataclasses.MISSING and f.name not in given.get(chosen, {})
     ]
@@ -160,11 +127,7 @@ def sampler_config_from_args(args: argparse.Namespace) -> Any:
     FIX-ML)."""
     from episodes.sampling.sampler_config import SamplerConfig
 
-    values = {
-        f.name: getattr(args, f"sampler_{f.name}")
-        for f in dataclasses.fields(SamplerConfig)
-        if getattr(args, f"sampler_{f.name}", None) is not None
-    }
+    values = given_values(SamplerConfig, args, dest_prefix=SAMPLER_DEST)
     for name, value in sampling_mode_from_args(args).config_defaults().items():
         values.setdefault(name, value)
     return SamplerConfig(**values)

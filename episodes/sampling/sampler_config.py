@@ -10,6 +10,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from episodes.util.cli_errors import UserError
+from episodes.util.config_flags import check_fields, config_field
+
 __all__ = [
     "BASE_NOVEL_DRAWS",
     "FIXED_DEFAULT_QUERY",
@@ -29,16 +32,8 @@ FIXED_DEFAULT_SHOTS = 5
 FIXED_DEFAULT_QUERY = 15
 
 
-class SamplerError(ValueError):
+class SamplerError(UserError, ValueError):
     """A sampler configuration or input that cannot produce the requested episodes."""
-
-
-def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        expected = f"an integer >= {minimum}" + (" or None" if allow_none else "")
-        raise SamplerError(f"{name}={value!r} is invalid: expected {expected}")
 
 
 @dataclass(frozen=True)
@@ -63,82 +58,133 @@ class SamplerConfig:
     `base_novel_draw="weighted"` draws classes without replacement with weight lambda/|C_N| per
     novel and (1 - lambda)/|C_B| per base class (the authors' code, section 4.2); "binomial"
     makes each class slot novel with probability lambda (Binomial(ways, lambda) novel classes).
+
+    Each field's help, choices and bounds are declared beside it (`config_field`): they are the
+    `--option` flags of every command that samples (`episodes.sampling.episode_cli`), and a
+    value off them is refused in one line naming the flag (SamplerError).
     """
 
-    mode: str = "variable"
-    ways: int | None = None
-    shots: int | None = None
-    query: int | None = None
-    min_ways: int = 5
-    max_ways: int = 50
-    max_support_size: int = 500
-    max_support_per_class: int = 100
-    max_query_per_class: int = 10
-    min_log_weight: float = math.log(0.5)
-    max_log_weight: float = math.log(2.0)
-    min_examples_in_class: int = 0
-    use_dag_hierarchy: bool = True
-    use_bilevel_hierarchy: bool = True
-    ignore_hierarchy_probability: float = 0.0
-    min_leaves: int | None = None
-    max_leaves: int = 392
-    max_dag_ways: int = 50
-    num_unique_descriptions: int = 0
-    pool_query: str = "all"
-    base_novel_draw: str = "weighted"
+    mode: str = config_field(
+        "variable",
+        choices=MODES,
+        help="episode shape: variable (Meta-Dataset's formulas for ways, shots and query) or "
+        "fixed (N-way K-shot Q-query, 5/5/15 unless --ways, --shots, --query say otherwise)",
+    )
+    ways: int | None = config_field(
+        None,
+        minimum=1,
+        help="classes per episode (default: drawn in --min-ways..--max-ways; 5 in fixed mode); "
+        "with a hierarchy in use, fixed ways need --no-use-dag-hierarchy / "
+        "--no-use-bilevel-hierarchy",
+    )
+    shots: int | None = config_field(
+        None,
+        minimum=1,
+        help="support examples per class (default: Meta-Dataset's formula; 5 in fixed mode)",
+    )
+    query: int | None = config_field(
+        None,
+        minimum=1,
+        help="query examples per class (default: min(10, half the smallest class's images); 15 "
+        "in fixed mode)",
+    )
+    min_ways: int = config_field(5, minimum=1, help="fewest classes of an episode whose ways vary")
+    max_ways: int = config_field(50, minimum=1, help="most classes of an episode whose ways vary")
+    max_support_size: int = config_field(
+        500,
+        minimum=1,
+        help="largest support set when the shots vary (at least the ways)",
+    )
+    max_support_per_class: int = config_field(
+        100, minimum=1, help="most support examples of one class"
+    )
+    max_query_per_class: int = config_field(10, minimum=1, help="most query examples of one class")
+    min_log_weight: float = config_field(
+        math.log(0.5),
+        help="lowest log weight alpha_c that skews a class's share of the support set "
+        "(default log 0.5)",
+    )
+    max_log_weight: float = config_field(
+        math.log(2.0),
+        help="highest log weight alpha_c (default log 2; at least --min-log-weight)",
+    )
+    min_examples_in_class: int = config_field(
+        0, minimum=0, help="leave out the classes with fewer images (0: none left out)"
+    )
+    use_dag_hierarchy: bool = config_field(
+        True,
+        help="when the ways vary, draw the classes of an ImageNet episode under one node of "
+        "its WordNet DAG (Meta-Dataset's sampling)",
+    )
+    use_bilevel_hierarchy: bool = config_field(
+        True,
+        help="when the ways vary, draw the classes of an Omniglot episode from one alphabet "
+        "(Meta-Dataset's sampling)",
+    )
+    ignore_hierarchy_probability: float = config_field(
+        0.0,
+        minimum=0.0,
+        maximum=1.0,
+        help="probability that an episode ignores the hierarchy and draws its classes "
+        "uniformly over the split",
+    )
+    min_leaves: int | None = config_field(
+        None,
+        minimum=1,
+        help="fewest eligible leaves of an ImageNet DAG node an episode is drawn under "
+        "(default: --min-ways, as Meta-Dataset; may raise it, never lower it)",
+    )
+    max_leaves: int = config_field(
+        392,
+        minimum=1,
+        help="most eligible leaves of an ImageNet DAG node an episode is drawn under",
+    )
+    max_dag_ways: int = config_field(
+        50, minimum=1, help="most classes of an episode drawn under a DAG node"
+    )
+    num_unique_descriptions: int = config_field(
+        0,
+        minimum=0,
+        help="repeat a cycle of N episode descriptions (episode i is description i mod N; 0: "
+        "every episode new)",
+    )
+    pool_query: str = config_field(
+        "all",
+        choices=POOL_QUERY,
+        help="with a fixed support pool (FIX-ML): query examples from all of a class's images, "
+        "pool included (all: the paper's Unif(D_c)), or only from outside the pool",
+    )
+    base_novel_draw: str = config_field(
+        "weighted",
+        choices=BASE_NOVEL_DRAWS,
+        help="FIX-ML's --lambda mixing: classes drawn with weight lambda/|C_N| per novel and "
+        "(1 - lambda)/|C_B| per base class (weighted, the authors' code), or each class slot "
+        "novel with probability lambda (binomial)",
+    )
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise SamplerError(f"mode={self.mode!r} is invalid: expected one of {', '.join(MODES)}")
-        _check_int("ways", self.ways, 1, allow_none=True)
-        _check_int("shots", self.shots, 1, allow_none=True)
-        _check_int("query", self.query, 1, allow_none=True)
-        for name in (
-            "min_ways",
-            "max_ways",
-            "max_support_size",
-            "max_support_per_class",
-            "max_query_per_class",
-            "max_leaves",
-            "max_dag_ways",
-        ):
-            _check_int(name, getattr(self, name), 1)
-        _check_int("min_leaves", self.min_leaves, 1, allow_none=True)
-        _check_int("min_examples_in_class", self.min_examples_in_class, 0)
-        _check_int("num_unique_descriptions", self.num_unique_descriptions, 0)
+        check_fields(self, SamplerError)  # each option's type, choices and bounds
         if self.min_ways > self.max_ways:
-            raise SamplerError(f"min_ways={self.min_ways} is larger than max_ways={self.max_ways}")
+            raise SamplerError(
+                f"--min-ways {self.min_ways} is larger than --max-ways {self.max_ways}"
+            )
         if self.min_leaves is not None and self.min_leaves < self.min_ways:
             raise SamplerError(
-                f"min_leaves={self.min_leaves} is below min_ways={self.min_ways}: DAG nodes that "
-                f"small would give episodes of fewer than min_ways classes (leave min_leaves "
-                f"unset to use min_ways, as Meta-Dataset does)"
+                f"--min-leaves {self.min_leaves} is below --min-ways {self.min_ways}: DAG nodes "
+                "that small would give episodes of fewer than min-ways classes (leave "
+                "--min-leaves unset to use --min-ways, as Meta-Dataset does)"
             )
         if self.dag_min_leaves > self.max_leaves:
             raise SamplerError(
-                f"min_leaves={self.dag_min_leaves} is larger than max_leaves={self.max_leaves}"
+                f"--min-leaves {self.dag_min_leaves} is larger than --max-leaves {self.max_leaves}"
             )
-        if self.pool_query not in POOL_QUERY:
-            raise SamplerError(
-                f"pool_query={self.pool_query!r} is invalid: expected one of {', '.join(POOL_QUERY)}"
-            )
-        if self.base_novel_draw not in BASE_NOVEL_DRAWS:
-            raise SamplerError(
-                f"base_novel_draw={self.base_novel_draw!r} is invalid: expected one of "
-                f"{', '.join(BASE_NOVEL_DRAWS)}"
-            )
-        p = self.ignore_hierarchy_probability
-        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
-            raise SamplerError(f"ignore_hierarchy_probability={p!r} is outside [0, 1]")
         lo, hi = self.min_log_weight, self.max_log_weight
-        if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
-            raise SamplerError(
-                f"min_log_weight={lo!r}, max_log_weight={hi!r}: expected finite numbers, min <= max"
-            )
+        if lo > hi:
+            raise SamplerError(f"--min-log-weight {lo!r} is larger than --max-log-weight {hi!r}")
         if self.fixed_shots is None and self.max_support_size < self.largest_ways:
             raise SamplerError(
-                f"max_support_size={self.max_support_size} is smaller than the largest possible "
-                f"ways ({self.largest_ways}): every class needs at least one support example"
+                f"--max-support-size {self.max_support_size} is smaller than the largest "
+                f"possible ways ({self.largest_ways}): every class needs a support example"
             )
 
     # -- resolved values ------------------------------------------------------------------

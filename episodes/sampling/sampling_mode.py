@@ -18,22 +18,15 @@ from typing import Any, ClassVar
 
 from episodes.records.dataset_spec import DatasetSpec, Split
 from episodes.sampling.sampler_config import SamplerConfig, SamplerError
+from episodes.util.config_flags import config_field
 
 __all__ = ["NoOptions", "SamplingMode", "mode_option"]
 
 
-def mode_option(
-    default: Any = dataclasses.MISSING,
-    *,
-    help: str,
-    flag: str | None = None,
-    metavar: str | None = None,
-) -> Any:
-    """A field of a mode's Options, with what its command-line flag needs (`flag`: the long
-    option, by default `--` + the field name in kebab-case). A field without a default must be
-    given when the mode is used."""
-    metadata = {"help": help, "flag": flag, "metavar": metavar}
-    return dataclasses.field(default=default, metadata=metadata)
+# A field of a mode's Options, with what its command-line flag needs (`help`; `flag`, by default
+# `--` and the field name in kebab-case; `metavar`): the one config layer's `config_field`. A
+# field without a default must be given when the mode is used.
+mode_option = config_field
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,10 +1,12 @@
-"""Generic pieces every layer uses: atomic writes, one-line CLI faults, progress lines, worker processes."""
+"""Generic pieces every layer uses: atomic writes, one-line CLI faults, config flags, progress lines,
+worker processes."""
 
 # The modules are the API (each declares its own names).
 __all__ = [
     "atomic_files",
     "cli_errors",
     "cli_style",
+    "config_flags",
     "dead_job_leftovers",
     "folder_lock",
     "json_files",

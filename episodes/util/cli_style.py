@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
+from episodes.util.cli_errors import UsageError
 from episodes.util.release import REMOVAL_VERSION
 
 __all__ = [
@@ -192,7 +193,7 @@ def single_dataset(folders: Sequence[str] | None) -> str | None:
     if not folders:
         return None
     if len(folders) > 1:
-        raise ValueError(
+        raise UsageError(
             f"--dataset given {len(folders)} times ({', '.join(folders)}): expected one"
         )
     return folders[0]

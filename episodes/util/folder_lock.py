@@ -16,10 +16,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from episodes.util.cli_errors import UserError
+
 __all__ = ["FolderLock", "FolderLockedError", "acquire_folder_lock", "lock_holder"]
 
 
-class FolderLockedError(FileExistsError):
+class FolderLockedError(UserError, FileExistsError):
     """Another live process holds the lock."""
 
 

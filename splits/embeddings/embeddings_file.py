@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from episodes.util.atomic_files import atomic_path
+from episodes.util.cli_errors import UserError
 
 __all__ = ["EmbeddingsFile", "EmbeddingsFileError", "REQUIRED_KEYS", "embedding_content_hash"]
 
 REQUIRED_KEYS = ("class_names", "embeddings", "model", "weights_hash")
 
 
-class EmbeddingsFileError(ValueError):
+class EmbeddingsFileError(UserError, ValueError):
     """An embeddings file is missing, malformed, or does not match the dataset spec."""
 
 

@@ -43,6 +43,7 @@ from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.local_dataset import require_local_dataset
 from episodes.util.atomic_files import missing_parents, remove_if_empty, staging_folder
+from episodes.util.cli_errors import UserError
 from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.progress_lines import ProgressLines
 from splits.embeddings.embeddings_file import EmbeddingsFile
@@ -79,7 +80,7 @@ SUMS_FILE = "class_sums.npz"
 SKIPPED_FILE = "skipped.json"
 
 
-class EmbedError(ValueError):
+class EmbedError(UserError, ValueError):
     """Inputs or results of an embedding job that cannot give a valid embeddings file."""
 
 
@@ -463,7 +464,7 @@ def embed_dataset(
     job and the work folders killed jobs left beside it are removed first; `exit_on_ctrl_c` (the
     CLI): Ctrl-C or SIGTERM during the pipeline removes the work folder and ends the process in
     one line (beam_pipelines.interrupt_exit)."""
-    from splits.embeddings.feature_extractor import load_feature_extractor
+    from splits.embeddings.feature_extractor import CheckpointError, load_feature_extractor
 
     output = check_output(output)
     remote_dataset = storage_paths.is_remote(dataset_dir)
@@ -472,7 +473,10 @@ def embed_dataset(
         runner.check_storage(dataset_dir)
     spec = check_dataset(dataset_dir)
     location = str(dataset_dir).rstrip("/") if remote_dataset else str(spec.root)
-    _, _, info = load_feature_extractor(checkpoint, "cpu")
+    try:
+        _, _, info = load_feature_extractor(checkpoint, "cpu")
+    except CheckpointError as exc:  # the --model the user gave (a ValueError in learners)
+        raise EmbedError(str(exc)) from None
     chunks = plan_chunks(spec.images_per_class, options.chunk_size)
     embed_fn = EmbedChunksFn(
         location, spec.file_pattern, info.checkpoint, options, spec.total_images, workers

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from episodes.records.dataset_spec import DatasetSpec, load_spec
 from episodes.records.split_file import SplitFile
+from episodes.util.config_flags import ConfigError
 from learners.feed.episode_source import EpisodeOptions
 from learners.methods.registry import learner_config
 from learners.train import train
@@ -53,15 +54,15 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         if self.steps is not None and self.epochs is not None:
-            raise ValueError("give --pretrain-steps or --pretrain-epochs, not both")
+            raise ConfigError("give --pretrain-steps or --pretrain-epochs, not both")
         if self.steps is not None and self.steps < 1:
-            raise ValueError(f"--pretrain-steps {self.steps}: expected >= 1")
+            raise ConfigError(f"--pretrain-steps {self.steps}: expected >= 1")
         if self.epochs is not None and not self.epochs > 0:
-            raise ValueError(f"--pretrain-epochs {self.epochs}: expected > 0")
+            raise ConfigError(f"--pretrain-epochs {self.epochs}: expected > 0")
         if self.batch_size < 1:
-            raise ValueError(f"--batch-size {self.batch_size}: expected >= 1")
+            raise ConfigError(f"--batch-size {self.batch_size}: expected >= 1")
         if self.image_size < 16:
-            raise ValueError(f"--image-size {self.image_size}: expected >= 16 pixels")
+            raise ConfigError(f"--image-size {self.image_size}: expected >= 16 pixels")
 
     def total_steps(self, total_images: int) -> int:
         """Training steps: `steps`, or ceil(epochs * images / batch size)."""
@@ -120,7 +121,7 @@ def pretrain(
     """Train (or resume) the multiclass run in `run_dir`; returns its last checkpoint."""
     spec = load_spec(dataset_dir)
     if spec.num_classes < 2:
-        raise ValueError(f"--dataset {dataset_dir}: pre-training needs >= 2 classes")
+        raise ConfigError(f"--dataset {dataset_dir}: pre-training needs >= 2 classes")
     steps = config.total_steps(spec.total_images)
     split_file = write_all_classes_split(spec, Path(run_dir) / ALL_CLASSES_SPLIT)
     run = pretrain_run_config(dataset_dir, split_file, steps, config)

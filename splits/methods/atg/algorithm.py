@@ -51,6 +51,7 @@ import torch
 
 from episodes.records.split_file import SplitFile
 from episodes.records.split_sizes import split_counts
+from episodes.util.cli_errors import UserError
 from episodes.util.progress_lines import ProgressLines
 from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods.atg.config import ATGConfig
@@ -84,7 +85,7 @@ RUNAWAY_FACTOR = 1e3  # D above this many times max(R, 1): the start has run awa
 REACH_BISECTIONS = 7
 
 
-class ATGFailure(ValueError):
+class ATGFailure(UserError, ValueError):
     """ATG could not produce a split for this R (unreachable, diverged or missed R)."""
 
 
@@ -129,7 +130,7 @@ def normalise_rows(embeddings: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(emb, axis=1, keepdims=True)
     zero = np.flatnonzero(norms[:, 0] == 0)
     if zero.size:
-        raise ValueError(f"{zero.size} class embeddings are all zeros (rows {zero[:5].tolist()})")
+        raise ATGFailure(f"{zero.size} class embeddings are all zeros (rows {zero[:5].tolist()})")
     return emb / norms
 
 
@@ -227,7 +228,7 @@ def fit_centroids(unit_embeddings: np.ndarray, config: ATGConfig, progress: bool
     config.validate()
     n = unit_embeddings.shape[0]
     if n < 2:
-        raise ValueError(f"ATG needs at least 2 classes, got {n}")
+        raise ATGFailure(f"ATG needs at least 2 classes, got {n}")
     starts, rng = initial_centroids(unit_embeddings, config)
     final, diverged = descend(unit_embeddings, starts, config, config.iterations, progress)
     if config.target_divergence == 0:

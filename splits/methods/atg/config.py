@@ -13,8 +13,8 @@ import numbers
 from dataclasses import dataclass, replace
 
 from episodes.records.split_sizes import DEFAULT_FRACTIONS, validate_fractions
+from episodes.util.config_flags import ConfigError, config_field
 from splits.methods.atg.divergences import DEFAULT_DAMPING, DIVERGENCES
-from splits.parameter_flags import parameter, setting
 
 __all__ = ["DEFAULT_RESTARTS", "DTYPE_NAMES", "INITS", "REDUCTIONS", "ATGConfig"]
 
@@ -28,57 +28,69 @@ DEFAULT_RESTARTS = 4
 class ATGConfig:
     """Hyper-parameters of ATG; defaults are the paper's (App. A.6) except the mean likelihood
     (lambda_eff = M lambda), the centred start and several restarts (`algorithm` explains
-    each). Invalid values raise ValueError when the config is made."""
+    each). Invalid values raise ConfigError (a ValueError) when the config is made."""
 
-    target_divergences: tuple[float, ...] = parameter(
+    target_divergences: tuple[float, ...] = config_field(
         flag="--divergence",
         metavar="R",
         renamed_from=("--sweep",),
         help="target divergence R >= 0; several R: one split file per R (a sweep)",
     )
-    divergence: str = parameter(
+    divergence: str = config_field(
         "symmetric_kl", flag="--measure", choices=DIVERGENCES, help="divergence D"
     )
-    lam: float = parameter(
+    lam: float = config_field(
         1.0,
-        flag="--lambda",
-        help="penalty weight; with the mean likelihood the paper's summed objective's weight is "
+        flag="--penalty-weight",
+        renamed_from=("--lambda",),  # --lambda is FIX-ML's base/novel mixing of the samplers
+        help="lambda, the weight of the penalty (D - R)^2; with the mean likelihood the paper's summed objective's weight is "
         "M * lambda",
     )
-    iterations: int = parameter(7000, help="SGD steps per start")
-    lr: float = parameter(0.1, help="SGD learning rate")
-    momentum: float = parameter(0.9, help="SGD momentum")
-    restarts: int = parameter(
+    iterations: int = config_field(7000, help="SGD steps per start")
+    lr: float = config_field(0.1, help="SGD learning rate")
+    momentum: float = config_field(0.9, help="SGD momentum")
+    restarts: int = config_field(
         DEFAULT_RESTARTS, help="starts per R; the lowest J that reaches R is kept"
     )
-    init: str = parameter(
+    init: str = config_field(
         "centre",
         choices=INITS,
         help="centroid starts: centre (mean embedding +- 0.01) or reference (N(0, I), as the "
         "authors' example code)",
     )
-    tolerance: float = parameter(0.05, help="largest relative miss of R that is saved")
-    fractions: tuple[float, float, float] = parameter(
+    tolerance: float = config_field(0.05, help="largest relative miss of R that is saved")
+    fractions: tuple[float, float, float] = config_field(
         DEFAULT_FRACTIONS,
         metavar=("TRAIN", "VALID", "TEST"),
         help="class fractions per split; valid and test get floor(f N) classes, train the rest",
     )
-    nll_reduction: str = parameter(
+    nll_reduction: str = config_field(
         "mean",
         choices=REDUCTIONS,
         help="mean (lambda_eff = M lambda) or sum (the paper's formula) of the likelihood",
     )
-    damping: float = parameter(
+    damping: float = config_field(
         DEFAULT_DAMPING, help="diagonal damping of the Wasserstein-2 Gaussians"
     )
-    threads: int = parameter(1, help="torch CPU threads")
-    dtype: str = parameter(
+    threads: int = config_field(
+        1,
+        flag="--torch-threads",
+        renamed_from=("--threads",),  # --threads is the decoding threads of the reader
+        help="torch CPU threads",
+    )
+    dtype: str = config_field(
         "float32",
         choices=DTYPE_NAMES,
+        flag="--precision",
+        renamed_from=("--dtype",),  # --dtype is the dtype of the reader's episode arrays
         help="precision of the SGD iterations (final numbers are float64)",
     )
-    seed: int = setting(0, help="the seed of the starts and ties (`splits make --seed`)")
-    init_offset: float = setting(0.01, help="how far apart the centred starts are pushed")
+    seed: int = config_field(
+        0, help="the seed of the starts and ties (`splits make --seed`)", cli=False
+    )
+    init_offset: float = config_field(
+        0.01, help="how far apart the centred starts are pushed", cli=False
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.target_divergences, numbers.Real):  # one R given as a number
@@ -88,44 +100,44 @@ class ATGConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raise ValueError naming the first bad value."""
+        """Raise ConfigError naming the first bad value."""
         if not self.target_divergences:
-            raise ValueError("give at least one target divergence R (--divergence R [R ...])")
+            raise ConfigError("give at least one target divergence R (--divergence R [R ...])")
         for r in self.target_divergences:
             if not isinstance(r, int | float) or not math.isfinite(r) or r < 0:
-                raise ValueError(f"target divergence R must be a finite number >= 0, got {r!r}")
+                raise ConfigError(f"target divergence R must be a finite number >= 0, got {r!r}")
         if not math.isfinite(self.lam) or self.lam < 0:
-            raise ValueError(f"lambda must be >= 0, got {self.lam!r}")
+            raise ConfigError(f"lambda must be >= 0, got {self.lam!r}")
         if self.divergence not in DIVERGENCES:
-            raise ValueError(f"divergence {self.divergence!r} is not one of {DIVERGENCES}")
+            raise ConfigError(f"divergence {self.divergence!r} is not one of {DIVERGENCES}")
         if int(self.iterations) != self.iterations or self.iterations < 0:
-            raise ValueError(f"iterations must be a non-negative integer, got {self.iterations!r}")
+            raise ConfigError(f"iterations must be a non-negative integer, got {self.iterations!r}")
         if not self.lr > 0:
-            raise ValueError(f"learning rate must be > 0, got {self.lr!r}")
+            raise ConfigError(f"learning rate must be > 0, got {self.lr!r}")
         if not 0 <= self.momentum < 1:
-            raise ValueError(f"momentum must be in [0, 1), got {self.momentum!r}")
+            raise ConfigError(f"momentum must be in [0, 1), got {self.momentum!r}")
         if self.nll_reduction not in REDUCTIONS:
-            raise ValueError(f"nll_reduction {self.nll_reduction!r} is not one of {REDUCTIONS}")
+            raise ConfigError(f"nll_reduction {self.nll_reduction!r} is not one of {REDUCTIONS}")
         if not self.damping > 0:
-            raise ValueError(f"damping must be > 0, got {self.damping!r}")
+            raise ConfigError(f"damping must be > 0, got {self.damping!r}")
         if self.dtype not in DTYPE_NAMES:
-            raise ValueError(f"dtype {self.dtype!r} is not one of {DTYPE_NAMES}")
+            raise ConfigError(f"dtype {self.dtype!r} is not one of {DTYPE_NAMES}")
         if not (math.isfinite(self.init_offset) and self.init_offset > 0):
-            raise ValueError(f"init_offset must be > 0, got {self.init_offset!r}")
+            raise ConfigError(f"init_offset must be > 0, got {self.init_offset!r}")
         if self.threads < 1:
-            raise ValueError(f"threads must be >= 1, got {self.threads!r}")
+            raise ConfigError(f"threads must be >= 1, got {self.threads!r}")
         if int(self.restarts) != self.restarts or self.restarts < 1:
-            raise ValueError(f"restarts must be an integer >= 1, got {self.restarts!r}")
+            raise ConfigError(f"restarts must be an integer >= 1, got {self.restarts!r}")
         if self.init not in INITS:
-            raise ValueError(f"init {self.init!r} is not one of {INITS}")
+            raise ConfigError(f"init {self.init!r} is not one of {INITS}")
         if not (math.isfinite(self.tolerance) and 0 < self.tolerance < 1):
-            raise ValueError(f"tolerance must be in (0, 1), got {self.tolerance!r}")
+            raise ConfigError(f"tolerance must be in (0, 1), got {self.tolerance!r}")
         validate_fractions(self.fractions)
 
     @property
     def target_divergence(self) -> float:
         """The R of a one-R config (what one ATG run aims at); several R: use `runs`."""
-        if len(self.target_divergences) != 1:
+        if len(self.target_divergences) != 1:  # a caller's bug, not a user's
             raise ValueError(
                 f"one ATG run aims at one R, this config has {len(self.target_divergences)} "
                 f"({list(self.target_divergences)}): run each of config.runs()"

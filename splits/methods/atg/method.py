@@ -13,6 +13,7 @@ from pathlib import Path
 
 from episodes.records.split_file import SplitFile
 from episodes.records.split_sizes import split_counts
+from episodes.util.cli_errors import UsageError
 from splits.class_names import read_class_names
 from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods import register_method
@@ -41,7 +42,7 @@ class ATGMethod(SplitMethod):
     def plan(self, inputs: SplitInputs) -> list[PlannedSplit]:
         configs = self.parameters.runs(0 if inputs.seed is None else inputs.seed)
         if inputs.embeddings is None:
-            raise ValueError("--method atg needs --embeddings NPZ (python -m splits.embed)")
+            raise UsageError("--method atg needs --embeddings NPZ (python -m splits.embed)")
         embeddings = EmbeddingsFile.load(inputs.embeddings)
         if inputs.spec is not None:
             embeddings.check_class_names(inputs.spec.class_names)

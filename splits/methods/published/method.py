@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from episodes.records.published_splits import list_published, load_published
+from episodes.util.config_flags import ConfigError, config_field
 from splits.methods import register_method
-from splits.parameter_flags import parameter
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
 __all__ = ["PublishedMethod", "PublishedParameters"]
@@ -21,7 +21,7 @@ __all__ = ["PublishedMethod", "PublishedParameters"]
 class PublishedParameters:
     """Which shipped split (`python -m splits.published list`)."""
 
-    name: str = parameter(
+    name: str = config_field(
         metavar="NAME",
         help="a shipped split, e.g. meta_dataset/ilsvrc_2012, atg/lfw10_D0.96 "
         "(python -m splits.published list)",
@@ -30,7 +30,7 @@ class PublishedParameters:
     def __post_init__(self) -> None:
         if self.name not in list_published():
             shown = ", ".join(list_published()[:6])
-            raise ValueError(f"no published split {self.name!r} (e.g. {shown}, ...)")
+            raise ConfigError(f"no published split {self.name!r} (e.g. {shown}, ...)")
 
 
 def check_classes_present(name: str, split, names: list[str], inputs: SplitInputs) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from episodes.records.split_file import SplitFile
 from episodes.records.split_sizes import DEFAULT_FRACTIONS, validate_fractions
+from episodes.util.config_flags import config_field
 from splits.methods import register_method
 from splits.methods.random.algorithm import random_split
-from splits.parameter_flags import parameter
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
 __all__ = ["RandomMethod", "RandomParameters"]
@@ -19,7 +19,7 @@ __all__ = ["RandomMethod", "RandomParameters"]
 class RandomParameters:
     """Fractions of the classes per split (the shared rule of `episodes.records.split_sizes`)."""
 
-    fractions: tuple[float, float, float] = parameter(
+    fractions: tuple[float, float, float] = config_field(
         DEFAULT_FRACTIONS,
         help="class fractions per split; valid and test get floor(f N) classes, train the rest",
         metavar=("TRAIN", "VALID", "TEST"),

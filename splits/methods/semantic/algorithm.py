@@ -26,6 +26,7 @@ from episodes.records.dataset_spec import (
     DatasetSpec,
 )
 from episodes.records.split_file import SPLITS, SplitFile
+from episodes.util.cli_errors import UserError
 
 __all__ = [
     "FC100_SOURCE",
@@ -75,7 +76,7 @@ ILSVRC_ROOTS = {"valid": ["n02075296"], "test": ["n03183080"]}  # carnivore, dev
 OMNIGLOT_COUNTS = (25, 5, 20)  # Meta-Dataset: background alphabets minus the 5 smallest / eval
 
 
-class HierarchyError(ValueError):
+class HierarchyError(UserError, ValueError):
     """A hierarchy or superclass assignment is inconsistent."""
 
 

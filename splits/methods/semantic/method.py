@@ -15,6 +15,7 @@ from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.index_conventions import CIFAR100_SUPERCLASS_OF
 from episodes.records.split_file import SplitFile
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL
+from episodes.util.config_flags import config_field
 from episodes.util.json_files import read_json
 from splits.methods import register_method
 from splits.methods.semantic.algorithm import (
@@ -27,7 +28,6 @@ from splits.methods.semantic.algorithm import (
     spec_superclasses,
     superclass_split,
 )
-from splits.parameter_flags import parameter
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
 __all__ = [
@@ -47,35 +47,35 @@ BUILTIN_CIFAR100 = "builtin:cifar100"
 class SemanticParameters:
     """Which hierarchy split: superclass (one of preset / assignment / counts) or dag (roots)."""
 
-    kind: str = parameter(
+    kind: str = config_field(
         choices=KINDS,
         help="superclass: classes follow their superclass; dag: the leaves under --valid-roots "
         "/ --test-roots form valid / test, the rest train",
     )
-    hierarchy: str | None = parameter(
+    hierarchy: str | None = config_field(
         None,
         metavar="FILE",
         help='instead of --dataset: a JSON hierarchy ({"class": "superclass", ...}; '
         '{"parents": {node: [parents]}, "leaves": [...]} or a parent map) or builtin:cifar100',
     )
-    preset: str | None = parameter(
+    preset: str | None = config_field(
         None, choices=("fc100",), help="superclass: Oreshkin et al.'s CIFAR-100 12/4/4 (FC100)"
     )
-    assignment: str | None = parameter(
+    assignment: str | None = config_field(
         None, metavar="FILE", help='superclass: JSON {"train": [superclass, ...], ...}'
     )
-    counts: tuple[int, int, int] | None = parameter(
+    counts: tuple[int, int, int] | None = config_field(
         None,
         metavar=("TRAIN", "VALID", "TEST"),
         help="superclass: superclasses per split, drawn by --seed (or --ordered)",
     )
-    ordered: bool = parameter(
+    ordered: bool = config_field(
         False, help="superclass with --counts: contiguous blocks in the superclass order"
     )
-    valid_roots: tuple[str, ...] = parameter(
+    valid_roots: tuple[str, ...] = config_field(
         tuple(ILSVRC_ROOTS["valid"]), metavar="NODE", help="dag: nodes whose leaves form valid"
     )
-    test_roots: tuple[str, ...] = parameter(
+    test_roots: tuple[str, ...] = config_field(
         tuple(ILSVRC_ROOTS["test"]), metavar="NODE", help="dag: nodes whose leaves form test"
     )
 
