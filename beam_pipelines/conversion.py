@@ -21,7 +21,7 @@ from beam_pipelines.job_faults import unwritable_output_in_one_line
 from beam_pipelines.output_lock import OutputLock, acquire_output_lock, clear_remote_leftovers
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.sources.base import LayoutError, Source
-from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
+from beam_pipelines.writer import ConvertUnits
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import SPEC_FILENAME, DatasetSpec, Split, load_spec
 from episodes.util.atomic_files import replace_folder, staging_folder
@@ -177,11 +177,7 @@ def _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_
         ):
             with ProgressReporter(tmp, plan.expected_items):
                 with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
-                    _ = (
-                        pipeline
-                        | "ReadRaw" >> ReadRawItems(source, plan)
-                        | "WriteDataset" >> WriteConvertedDataset(plan, str(tmp))
-                    )
+                    _ = pipeline | "Convert" >> ConvertUnits(source, plan, str(tmp))
         with interrupts_deferred():  # never half-published
             commit_output(tmp, output)
     except BaseException:

@@ -37,8 +37,11 @@ def file_units(class_files: Mapping[str, Sequence[FileEntry]], chunk: int = 5000
         entries = sorted(entries, key=lambda e: e.key)
         for start in range(0, len(entries), chunk):
             part = tuple(entries[start : start + chunk])
-            key = class_name if len(entries) <= chunk else f"{class_name}#{start // chunk:05d}"
-            units.append(WorkUnit(key, (class_name, part), len(part)))
+            if len(entries) <= chunk:
+                units.append(WorkUnit(class_name, (class_name, part), len(part), class_name))
+            else:
+                key = f"{class_name}#{start // chunk:05d}"
+                units.append(WorkUnit(key, (class_name, part), len(part)))
     return units
 
 

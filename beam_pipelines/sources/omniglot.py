@@ -167,7 +167,12 @@ class OmniglotSource(Source):
                 class_name = f"{alphabet}-{char}"
                 classes.append(ClassInfo(class_name, alphabet_split[alphabet], alphabet))
                 units.append(
-                    WorkUnit(class_name, (class_name, kind, str(path), tuple(files)), len(files))
+                    WorkUnit(
+                        class_name,
+                        (class_name, kind, str(path), tuple(files)),
+                        len(files),
+                        whole_class=class_name,
+                    )
                 )
         return ConversionPlan(
             source=self.name,

@@ -7,6 +7,7 @@ same features always give the same bytes (protobuf map order is otherwise unspec
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Mapping, Sequence
 
@@ -161,9 +162,27 @@ def decode_example(data: bytes) -> dict[str, list]:
     return features
 
 
+_IMAGE_KEY = _len_delimited(1, b"image")
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_entry(label: int) -> bytes:
+    """The `label` map entry of a record of class `label` (the same bytes for every record)."""
+    return _len_delimited(
+        1, _len_delimited(1, b"label") + _len_delimited(2, _encode_feature([label]))
+    )
+
+
 def encode_image_example(image: bytes, label: int) -> bytes:
-    """The converted-dataset record: `image` (encoded bytes) and `label` (int64 class id)."""
-    return encode_example({"image": image, "label": [int(label)]})
+    """The converted-dataset record: `image` (encoded bytes) and `label` (int64 class id).
+    The bytes of `encode_example({"image": image, "label": [label]})`, built from the fixed
+    pieces (a conversion encodes one per image)."""
+    image = bytes(image)
+    bytes_list = b"\n" + _varint(len(image)) + image  # BytesList{value: image}
+    feature = b"\n" + _varint(len(bytes_list)) + bytes_list  # Feature{bytes_list}
+    entry = _IMAGE_KEY + b"\x12" + _varint(len(feature)) + feature
+    entries = b"\n" + _varint(len(entry)) + entry + _label_entry(int(label))
+    return b"\n" + _varint(len(entries)) + entries
 
 
 def decode_image_example(data: bytes) -> tuple[bytes, int]:

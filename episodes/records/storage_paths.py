@@ -222,7 +222,8 @@ def open_binary(path: str, buffer_bytes: int | None = None) -> IO[bytes]:
 def read_bytes(path: str) -> bytes:
     """The bytes of a local file or an object; store errors become OSError (naming the URL)."""
     if not is_remote(path):
-        return Path(path).read_bytes()
+        with open(path, "rb") as stream:
+            return stream.read()
     try:
         with _open_object(path, "rb") as stream:
             return stream.read()
@@ -240,11 +241,18 @@ def create_stream(url: str) -> IO[bytes]:
         raise OSError(errno.EIO, f"cannot create ({_reason(exc)})", url) from None
 
 
+def create_local_file(path: str | os.PathLike) -> IO[bytes]:
+    """A new local file for writing, its folders made first (what Beam's local FileSystems.create
+    does, without its per-call overhead: a conversion creates several files per class)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return open(path, "wb")
+
+
 def write_bytes(path: str, data: bytes) -> None:
     """Write one whole file or object (a store makes an object visible only once its upload
-    completed); local paths go through Beam's FileSystems as before."""
+    completed)."""
     if not is_remote(path):
-        with FileSystems.create(path) as out:
+        with create_local_file(path) as out:
             out.write(data)
         return
     with _open_object(path, "wb") as out:

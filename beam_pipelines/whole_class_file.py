@@ -1,0 +1,120 @@
+"""The class file of a work unit that holds a whole class, written while the unit is read.
+
+Most sources read one class per work unit (a class folder, an Omniglot character, an ILSVRC
+archive), with the files listed by name, i.e. in record order. Such a class needs no spill file
+and no GroupByKey: its frames go straight into the class file as they arrive, and the file is
+rewritten in record order (item key, then image hash) only when they did not arrive in it. The
+bytes are those of `writer.write_class_file` over the same items. With object-store staging the
+frames wait in one local temporary file and the class object is uploaded once, in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from beam_pipelines.frame_spill import open_output
+from episodes.records.record_index import RecordIndex
+from episodes.records.storage_paths import is_remote, join, write_bytes
+
+RecordKey = tuple[str, bytes]  # (item key, image sha256): the order of records in a class file
+
+
+def class_file_names(class_id: int, file_pattern: str = "{}.tfrecords") -> tuple[str, str]:
+    """The names of a class's record file and its index."""
+    records = file_pattern.format(class_id)
+    return records, os.path.splitext(records)[0] + ".index"
+
+
+def class_result(class_id: int, lengths: list[int], digest: Any, keys: list[str]) -> dict[str, Any]:
+    """What a written class file reports to the spec (frame lengths in file order)."""
+    return {
+        "class_id": int(class_id),
+        "images": len(lengths),
+        "bytes": int(sum(lengths)),
+        "sha256": digest.hexdigest(),
+        "duplicate_keys": len(keys) - len(set(keys)),
+    }
+
+
+def write_index(path: str, lengths: list[int]) -> None:
+    """The `.index` sidecar of a class file whose frames have these lengths, in file order."""
+    offsets = np.zeros(len(lengths), dtype=np.uint64)
+    if lengths:
+        offsets[1:] = np.cumsum(lengths[:-1], dtype=np.uint64)
+    write_bytes(path, RecordIndex(offsets, int(sum(lengths))).to_bytes())
+
+
+class WholeClassFile:
+    """`add` each encoded frame of one class in arrival order; `close` leaves the class file
+    and its index in `output_dir` and returns the class result."""
+
+    def __init__(self, class_id: int, output_dir: str):
+        self.class_id = class_id
+        records_name, index_name = class_file_names(class_id)
+        self.records_path = join(output_dir, records_name)
+        self.index_path = join(output_dir, index_name)
+        self.remote = is_remote(output_dir)
+        # local: the class file itself; object store: a local file uploaded by `close`
+        self.stream: BinaryIO = (
+            tempfile.TemporaryFile(prefix="fewshot-class-")
+            if self.remote
+            else open_output(self.records_path)
+        )
+        self.entries: list[tuple[RecordKey, int, int]] = []  # (order key, offset, length)
+        self.size = 0
+        self.in_order = True
+        self.digest = hashlib.sha256()
+
+    def add(self, key: str, sha256: bytes, frame: bytes) -> None:
+        order = (key, sha256)
+        if self.entries and order < self.entries[-1][0]:
+            self.in_order = False
+        self.entries.append((order, self.size, len(frame)))
+        self.stream.write(frame)
+        if self.in_order:
+            self.digest.update(frame)
+        self.size += len(frame)
+
+    def close(self) -> dict[str, Any]:
+        ordered = self.entries if self.in_order else sorted(self.entries)
+        if self.remote:
+            self._upload(ordered)
+        elif not self.in_order:
+            self._rewrite_in_order(ordered)
+        else:
+            self.stream.close()
+        lengths = [length for _, _, length in ordered]
+        write_index(self.index_path, lengths)
+        return class_result(self.class_id, lengths, self.digest, [k for (k, _), _, _ in ordered])
+
+    def _copy_in_order(self, source: BinaryIO, target: BinaryIO, ordered: list) -> None:
+        digest = hashlib.sha256()
+        for _, offset, length in ordered:
+            source.seek(offset)
+            frame = source.read(length)
+            target.write(frame)
+            digest.update(frame)
+        self.digest = digest
+
+    def _upload(self, ordered: list) -> None:
+        with self.stream as local, open_output(self.records_path) as out:
+            self._copy_in_order(local, out, ordered)
+
+    def _rewrite_in_order(self, ordered: list) -> None:
+        self.stream.close()
+        arrived = self.records_path + ".arrived"
+        os.replace(self.records_path, arrived)
+        try:
+            with open(arrived, "rb") as source, open_output(self.records_path) as out:
+                self._copy_in_order(source, out, ordered)
+        finally:
+            os.remove(arrived)
+
+    def abandon(self) -> None:
+        """Close without publishing (the unit failed: the job is failing)."""
+        self.stream.close()
