@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageFile
 
+from beam_pipelines.jpeg_markers import jpeg_header
 from beam_pipelines.pixel_conventions import (
     PIXEL_CONVENTIONS,
     encode_reference_jpeg,
@@ -108,13 +109,13 @@ def _rejected_when_undecodable():
 END_OF_IMAGE = b"\xff\xd9"
 
 
-def check_complete_jpeg(image: Image.Image, data: bytes) -> None:
-    """A JPEG opened by `open_image` (its markers parsed up to the first scan) must hold an
-    end-of-image marker after that scan: a truncated file (the usual damage: a cut download or
-    copy) has none, and the marker cannot occur inside scan data (0xFF is stuffed there). For
-    files kept byte for byte, whose pixels nothing needs: a full decode would cost several
-    times the rest of their conversion; the reference converter checks only the header."""
-    if data.find(END_OF_IMAGE, image.fp.tell()) < 0:
+def check_complete_jpeg(data: bytes, scan_start: int) -> None:
+    """A JPEG whose first scan starts at `scan_start` must hold an end-of-image marker after
+    it: a truncated file (the usual damage: a cut download or copy) has none, and the marker
+    cannot occur inside scan data (0xFF is stuffed there). For files kept byte for byte, whose
+    pixels nothing needs: a full decode would cost several times the rest of their conversion;
+    the reference converter checks only the header."""
+    if data.rfind(END_OF_IMAGE, scan_start) < 0:  # searched from the end, where it lies
         raise ImageRejected("truncated JPEG: no end-of-image marker after its scan data")
 
 
@@ -184,10 +185,15 @@ def kept_as_is(
         return False
     if options.image_format != "jpeg" or options.mode != "RGB":
         return False
+    header = jpeg_header(data)
+    if header is not None and header.components == 3:  # PIL: a JPEG of mode RGB
+        if size_problem(header.width, header.height) is None:
+            check_complete_jpeg(data, header.scan_start)
+            return True
     image = open_image(data)
     if not is_kept_as_is(image):
         return False
-    check_complete_jpeg(image, data)
+    check_complete_jpeg(data, image.fp.tell())
     return True
 
 

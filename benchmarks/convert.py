@@ -134,7 +134,8 @@ def run_reference(dataset: str, raw: Path, out: Path, source: str) -> int:
                 self.parse_split_data(learning_spec.Split.TEST, test, evaluation)
 
         make = GlyphOmniglot
-        kwargs = {"data_root": str(raw)}
+        unused = out.parent / f"{out.name}-splits.json"  # Omniglot's splits are its folders
+        kwargs = {"data_root": str(raw), "split_file": str(unused)}
     else:
         split_file = out.parent / f"{out.name}-splits.json"
         split_file.write_text(json.dumps(dtd_split_lists()))

@@ -198,3 +198,30 @@ def test_a_truncated_source_jpeg_is_rejected_and_trailing_bytes_kept():
     for cut in (len(data) - 1, len(data) // 2, 700):
         with pytest.raises(ImageRejected, match="truncated JPEG"):
             process_image(data[:cut], options)
+
+
+def test_jpeg_marker_walk_agrees_with_pil():
+    """The fast header read of kept JPEGs gives PIL's size, mode and scan start, or declines
+    (then PIL's path decides): baseline, progressive, EXIF, optimised, 4:4:4, grey, CMYK."""
+    from beam_pipelines.image_codec import open_image
+    from beam_pipelines.jpeg_markers import jpeg_header
+
+    rng = np.random.default_rng(2)
+    pixels = Image.fromarray(rng.integers(0, 256, (37, 53, 3), dtype=np.uint8))
+    variants = [{}, {"progressive": True}, {"exif": Image.Exif().tobytes()}, {"subsampling": 0}]
+    checked = 0
+    for mode in ("RGB", "L", "CMYK"):
+        for options in variants + [{"quality": 50, "optimize": True}]:
+            buffer = io.BytesIO()
+            pixels.convert(mode).save(buffer, "JPEG", **options)
+            data = buffer.getvalue()
+            header, image = jpeg_header(data), open_image(data)
+            assert header is not None
+            assert (header.width, header.height) == image.size
+            assert (header.components == 3) == (image.mode == "RGB")
+            assert header.scan_start == image.fp.tell()
+            checked += 1
+    buffer = io.BytesIO()
+    pixels.save(buffer, "PNG")
+    assert jpeg_header(buffer.getvalue()) is None and jpeg_header(b"\xff\xd8\xff") is None
+    assert checked == 15
