@@ -166,7 +166,7 @@ def _dask_runner(beam_args: list[str]) -> RunnerChoice:
             f"--runner DaskRunner needs the dask and distributed packages ({exc}); install them "
             "with `pip install dask distributed` (both pinned in requirements.lock)"
         ) from None
-    flags = list(beam_args) + dask_runner.default_partition_flags(beam_args)
+    flags = list(beam_args)
     options = PipelineOptions(flags)
     address = next((a for a in flags if a.startswith("--dask_client_address")), "")
     where = address.split("=", 1)[1] if "=" in address else "a local dask cluster"

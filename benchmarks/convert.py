@@ -21,9 +21,10 @@ files of the two converters are compared byte for byte. `--workers 1,2` adds our
 with that many worker processes (the scaling table: on an N-core machine, N workers). Goal: our
 1-worker run >= 1.5x the reference's images per CPU-second.
 
-`--object-store`: the same conversion from local raw files to an S3 output and from S3 raw files
-to an S3 output (a moto server on 127.0.0.1 unless Beam's S3 flags are given after `--`),
-alternated, with 1 and 2 workers; goal: s3 -> s3 >= 0.8x local -> s3 images/s.
+`--object-store`: the same conversion (a glyph set of `--object-store-characters` characters per
+alphabet) from local raw files to an S3 output and from S3 raw files to an S3 output (a moto
+server on 127.0.0.1 unless Beam's S3 flags are given after `--`), alternated, with each of
+`--workers`; goal: s3 -> s3 >= 0.8x local -> s3 images/s, and 2 workers not slower than 1.
 """
 
 from __future__ import annotations
@@ -50,12 +51,13 @@ DTD_SIDE = 300
 # ------------------------------------------------------------------------------ the data
 
 
-def ensure_glyphs(folder: Path) -> Path:
-    """The embedded glyph dataset in Omniglot's layout (generated once)."""
+def ensure_glyphs(folder: Path, *options: str) -> Path:
+    """The embedded glyph dataset in Omniglot's layout (generated once; `options` of
+    `python -m episodes.glyph_dataset`, e.g. a smaller set)."""
     if not (folder / "images_background").is_dir():
         print(f"generating the glyph dataset into {folder} ...", file=sys.stderr)
         subprocess.run(
-            [sys.executable, "-m", "episodes.glyph_dataset", "--output", str(folder)],
+            [sys.executable, "-m", "episodes.glyph_dataset", "--output", str(folder), *options],
             check=True,
             cwd=ROOT,
         )
@@ -300,9 +302,10 @@ def compare_with_reference(args, dataset: str, raw: Path, reference: str | None)
 def compare_object_store(args, beam_args: list[str]) -> None:
     from benchmarks.class_file_memory import s3_store
 
-    raw = ensure_glyphs(args.scratch / "glyphs")
+    characters = str(args.object_store_characters)
+    raw = ensure_glyphs(args.scratch / f"glyphs-{characters}", "--max-characters", characters)
     with s3_store("s3://bench-out/x", beam_args) as flags:
-        _upload_folder(raw, "s3://bench-raw/glyphs", flags)
+        _upload_folder(raw, f"s3://bench-raw/glyphs-{characters}", flags)
         contenders = [(f"local -> s3, {n} worker(s)", str(raw), n) for n in args.workers] + [
             (f"s3 -> s3, {n} worker(s)", "s3://bench-raw/glyphs", n) for n in args.workers
         ]
@@ -371,6 +374,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1", help="comma-separated worker counts")
     parser.add_argument("--datasets", default="omniglot,dtd")
     parser.add_argument("--object-store", action="store_true")
+    parser.add_argument(
+        "--object-store-characters",
+        type=int,
+        default=4,
+        help="characters per alphabet of the glyph set the object-store runs convert "
+        "(4: 4,000 images)",
+    )
     args, beam_args = parser.parse_known_args(argv)
     args.workers = [int(n) for n in args.workers.split(",")]
     args.scratch.mkdir(parents=True, exist_ok=True)
