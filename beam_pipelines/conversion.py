@@ -216,7 +216,9 @@ def _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_
         ):
             with ProgressReporter(tmp, plan.expected_items):
                 with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
-                    _ = pipeline | "Convert" >> ConvertUnits(source, plan, str(tmp))
+                    _ = pipeline | "Convert" >> ConvertUnits(
+                        source, plan, str(tmp), spread=not runner.one_local_worker
+                    )
         with interrupts_deferred():  # never half-published
             commit_output(tmp, output)
     except BaseException:

@@ -44,6 +44,12 @@ class RunnerChoice:
     description: str
     storage_timeout_s: float = DEFAULT_TIMEOUT_S
 
+    @property
+    def one_local_worker(self) -> bool:
+        """The local runner with one worker, in the launcher's own process."""
+        values = self.options.get_all_options()
+        return self.is_local and values.get("direct_running_mode") == "in_memory"
+
     def check_storage(self, *locations) -> None:
         """One quick access check of each object-storage URL among `locations` (see
         episodes.records.storage_access), before any long work."""

@@ -10,18 +10,20 @@ frames wait in one local temporary file and the class object is uploaded once, i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
 
 from beam_pipelines.frame_spill import open_output
+from episodes.records.example_proto import decode_image_example
 from episodes.records.record_index import RecordIndex
 from episodes.records.storage_paths import is_remote, join, write_bytes
-
-RecordKey = tuple[str, bytes]  # (item key, image sha256): the order of records in a class file
+from episodes.records.tfrecord_io import unframe_record
 
 
 def class_file_names(class_id: int, file_pattern: str = "{}.tfrecords") -> tuple[str, str]:
@@ -51,7 +53,11 @@ def write_index(path: str, lengths: list[int]) -> None:
 
 class WholeClassFile:
     """`add` each encoded frame of one class in arrival order; `close` leaves the class file
-    and its index in `output_dir` and returns the class result."""
+    and its index in `output_dir` and returns the class result.
+
+    Records are ordered by (item key, image sha256); the hash only decides between equal keys,
+    so it is computed only for those (the usual class has none): when a key repeats the one
+    before it, and for the repeated keys of a class that arrived out of order (read back)."""
 
     def __init__(self, class_id: int, output_dir: str):
         self.class_id = class_id
@@ -65,36 +71,71 @@ class WholeClassFile:
             if self.remote
             else open_output(self.records_path)
         )
-        self.entries: list[tuple[RecordKey, int, int]] = []  # (order key, offset, length)
+        self.entries: list[list] = []  # [item key, image sha256 or None, offset, length]
         self.size = 0
         self.in_order = True
         self.digest = hashlib.sha256()
+        self._last_image = b""
 
-    def add(self, key: str, sha256: bytes, frame: bytes) -> None:
-        order = (key, sha256)
-        if self.entries and order < self.entries[-1][0]:
-            self.in_order = False
-        self.entries.append((order, self.size, len(frame)))
-        self.stream.write(frame)
-        if self.in_order:
-            self.digest.update(frame)
-        self.size += len(frame)
+    def add(self, key: str, image: bytes, frame: Sequence[bytes]) -> None:
+        """`frame`: the record's TFRecord frame in pieces; `image`: the encoded image in it."""
+        sha = None
+        if self.entries and key <= self.entries[-1][0]:
+            last = self.entries[-1]
+            if last[1] is None:
+                last[1] = hashlib.sha256(self._last_image).digest()
+            sha = hashlib.sha256(image).digest()
+            if (key, sha) < (last[0], last[1]):
+                self.in_order = False
+        length = 0
+        for piece in frame:
+            self.stream.write(piece)
+            if self.in_order:
+                self.digest.update(piece)
+            length += len(piece)
+        self.entries.append([key, sha, self.size, length])
+        self.size += length
+        self._last_image = image
 
     def close(self) -> dict[str, Any]:
-        ordered = self.entries if self.in_order else sorted(self.entries)
+        ordered = self.entries if self.in_order else self._sorted()
         if self.remote:
             self._upload(ordered)
         elif not self.in_order:
             self._rewrite_in_order(ordered)
         else:
             self.stream.close()
-        lengths = [length for _, _, length in ordered]
+        lengths = [entry[3] for entry in ordered]
         write_index(self.index_path, lengths)
-        return class_result(self.class_id, lengths, self.digest, [k for (k, _), _, _ in ordered])
+        return class_result(self.class_id, lengths, self.digest, [e[0] for e in ordered])
+
+    def _sorted(self) -> list[list]:
+        """The entries in record order; the images of repeated keys hashed from the file."""
+        counts: dict[str, int] = {}
+        for entry in self.entries:
+            counts[entry[0]] = counts.get(entry[0], 0) + 1
+        self.stream.flush()
+        with self._arrived() as source:
+            for entry in self.entries:
+                if entry[1] is None and counts[entry[0]] > 1:
+                    source.seek(entry[2])
+                    payload = unframe_record(source.read(entry[3]))
+                    entry[1] = hashlib.sha256(decode_image_example(payload)[0]).digest()
+        return sorted(self.entries, key=lambda e: (e[0], e[1] or b"", e[2]))
+
+    @contextlib.contextmanager
+    def _arrived(self) -> Iterator[BinaryIO]:
+        """The frames written so far, for reading (local: the class file; else the temporary
+        file, left open)."""
+        if self.remote:
+            yield self.stream
+            return
+        with open(self.records_path, "rb") as source:
+            yield source
 
     def _copy_in_order(self, source: BinaryIO, target: BinaryIO, ordered: list) -> None:
         digest = hashlib.sha256()
-        for _, offset, length in ordered:
+        for _, _, offset, length in ordered:
             source.seek(offset)
             frame = source.read(length)
             target.write(frame)

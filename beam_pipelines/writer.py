@@ -45,10 +45,10 @@ from beam_pipelines.whole_class_file import (
     write_index,
 )
 from episodes.records.dataset_spec import BiLevelHierarchy, DatasetSpec, Split
-from episodes.records.example_proto import encode_image_example
+from episodes.records.example_proto import encode_image_example, image_example_pieces
 from episodes.records.record_index import RecordIndex
 from episodes.records.storage_paths import write_bytes
-from episodes.records.tfrecord_io import frame_record
+from episodes.records.tfrecord_io import frame_pieces, frame_record
 
 CONVERTER_VERSION = "1"
 ENCODED = "encoded"
@@ -119,8 +119,7 @@ class EncodeImagesFn(beam.DoFn):
                         f"class {item.class_name!r} ({item.path})"
                     )
                 encoded = value[1]
-                frame = frame_record(encode_image_example(encoded, class_id))
-                out.add(item.key, hashlib.sha256(encoded).digest(), frame)
+                out.add(item.key, encoded, frame_pieces(image_example_pieces(encoded, class_id)))
         except BaseException:
             out.abandon()
             raise
@@ -308,31 +307,39 @@ class WriteConvertedDataset(beam.PTransform):
             coded
             | "KeepEncoded" >> beam.FlatMap(of_kind, ENCODED)
             | "GroupByClass" >> beam.GroupByKey()
-            | "WriteClassFiles" >> beam.Map(write_class_file, self.output_dir)
-            | "KindResults" >> beam.Map(lambda result: (CLASS_RESULT, result))
+            | "WriteClassFiles" >> beam.Map(kind_class_result, self.output_dir)
         )
-        written = coded | "KeepWholeClasses" >> beam.Filter(
-            lambda element: element[0] == CLASS_RESULT
+        # Few steps: building and planning a Beam pipeline costs about 0.03 s of CPU per step,
+        # a fixed cost that a small dataset's conversion feels (benchmarks/convert.py).
+        written_or_rejected = coded | "KeepForSpec" >> beam.Filter(
+            lambda element: element[0] in (CLASS_RESULT, REJECTED)
         )
-        rejected = coded | "KeepRejected" >> beam.Filter(lambda element: element[0] == REJECTED)
         return (
-            (results, written, rejected)
+            (results, written_or_rejected)
             | "GatherForSpec" >> GatherUnderOneKey()
             | "WriteSpec" >> beam.Map(write_gathered_spec, self.plan, self.output_dir)
         )
 
 
+def kind_class_result(element: tuple[int, Iterable[list[FrameRef]]], output_dir: str):
+    """("class", result) of `write_class_file` (the kinds the spec's gather tells apart)."""
+    return CLASS_RESULT, write_class_file(element, output_dir)
+
+
 @dataclass
 class ConvertUnits(beam.PTransform):
-    """The plan's work units, spread over workers, -> a converted dataset folder."""
+    """The plan's work units, spread over workers (`spread`: a reshuffle hands them out; one
+    worker in the launcher's process needs none), -> a converted dataset folder."""
 
     source: Any
     plan: ConversionPlan
     output_dir: str
+    spread: bool = True
 
     def expand(self, pipeline):
+        reshuffle = self.spread and len(self.plan.units) > 1
         return (
             pipeline
-            | "CreateUnits" >> beam.Create(self.plan.units, reshuffle=len(self.plan.units) > 1)
+            | "CreateUnits" >> beam.Create(self.plan.units, reshuffle=reshuffle)
             | "WriteDataset" >> WriteConvertedDataset(self.source, self.plan, self.output_dir)
         )

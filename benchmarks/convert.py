@@ -307,7 +307,8 @@ def compare_object_store(args, beam_args: list[str]) -> None:
     with s3_store("s3://bench-out/x", beam_args) as flags:
         _upload_folder(raw, f"s3://bench-raw/glyphs-{characters}", flags)
         contenders = [(f"local -> s3, {n} worker(s)", str(raw), n) for n in args.workers] + [
-            (f"s3 -> s3, {n} worker(s)", "s3://bench-raw/glyphs", n) for n in args.workers
+            (f"s3 -> s3, {n} worker(s)", f"s3://bench-raw/glyphs-{characters}", n)
+            for n in args.workers
         ]
         runs: dict[str, list[dict]] = {name: [] for name, _, _ in contenders}
         for round_ in range(args.rounds):
@@ -327,6 +328,12 @@ def compare_object_store(args, beam_args: list[str]) -> None:
                 f"s3 -> s3 / local -> s3 images/s, {n} worker(s) = {ratio:.2f} "
                 f"(goal >= {GOAL_OBJECT_STORE}): {verdict}"
             )
+        if len(args.workers) > 1:
+            rows = summarize(
+                {k: v for k, v in runs.items() if k.startswith("s3 -> s3")},
+                f"s3 -> s3, {args.workers[0]} worker(s)",
+            )
+            print_table(f"scaling, s3 -> s3, {args.rounds} rounds", rows, "1st")
 
 
 def _upload_folder(folder: Path, url: str, flags: list[str]) -> None:

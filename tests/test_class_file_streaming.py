@@ -106,7 +106,7 @@ def test_whole_class_file_equals_the_grouped_writer(tmp_path, arrival):
     for key, image in items:
         frame = frame_record(encode_image_example(image, 7))
         refs.append(spill.add(7, key, hashlib.sha256(image).digest(), frame))
-        out.add(key, hashlib.sha256(image).digest(), frame)
+        out.add(key, image, [frame[:5], frame[5:]])  # a frame in pieces
     spill.close()
     expected = writer.write_class_file((7, [refs]), str(grouped))
     assert out.close() == expected

@@ -175,14 +175,30 @@ def _label_entry(label: int) -> bytes:
 
 def encode_image_example(image: bytes, label: int) -> bytes:
     """The converted-dataset record: `image` (encoded bytes) and `label` (int64 class id).
-    The bytes of `encode_example({"image": image, "label": [label]})`, built from the fixed
-    pieces (a conversion encodes one per image)."""
+    The bytes of `encode_example({"image": image, "label": [label]})`."""
+    return b"".join(image_example_pieces(image, label))
+
+
+def image_example_pieces(image: bytes, label: int) -> tuple[bytes, bytes, bytes]:
+    """`encode_image_example` as (head, image, tail), built from the fixed pieces around the
+    image without copying it (a conversion encodes one record per image)."""
     image = bytes(image)
-    bytes_list = b"\n" + _varint(len(image)) + image  # BytesList{value: image}
-    feature = b"\n" + _varint(len(bytes_list)) + bytes_list  # Feature{bytes_list}
-    entry = _IMAGE_KEY + b"\x12" + _varint(len(feature)) + feature
-    entries = b"\n" + _varint(len(entry)) + entry + _label_entry(int(label))
-    return b"\n" + _varint(len(entries)) + entries
+    n = len(image)
+    bytes_list = 1 + len(_varint(n)) + n  # BytesList{value: image}
+    feature = 1 + len(_varint(bytes_list)) + bytes_list  # Feature{bytes_list}
+    entry = len(_IMAGE_KEY) + 1 + len(_varint(feature)) + feature
+    tail = _label_entry(int(label))
+    entries = 1 + len(_varint(entry)) + entry + len(tail)
+    head = b"".join(
+        (
+            b"\n" + _varint(entries),
+            b"\n" + _varint(entry),
+            _IMAGE_KEY + b"\x12" + _varint(feature),
+            b"\n" + _varint(bytes_list),
+            b"\n" + _varint(n),
+        )
+    )
+    return head, image, tail
 
 
 def decode_image_example(data: bytes) -> tuple[bytes, int]:
