@@ -25,6 +25,8 @@ from episodes.records.record_index import RecordIndex
 from episodes.records.storage_paths import is_remote, join, write_bytes
 from episodes.records.tfrecord_io import unframe_record
 
+JOIN_BELOW_BYTES = 2**16  # a smaller image's frame is joined (a copy costs less than calls)
+
 
 def class_file_names(class_id: int, file_pattern: str = "{}.tfrecords") -> tuple[str, str]:
     """The names of a class's record file and its index."""
@@ -87,6 +89,8 @@ class WholeClassFile:
             sha = hashlib.sha256(image).digest()
             if (key, sha) < (last[0], last[1]):
                 self.in_order = False
+        if len(image) < JOIN_BELOW_BYTES:  # one write and one hash update: fewer calls
+            frame = (b"".join(frame),)
         length = 0
         for piece in frame:
             self.stream.write(piece)

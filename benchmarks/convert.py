@@ -21,6 +21,9 @@ files of the two converters are compared byte for byte. `--workers 1,2` adds our
 with that many worker processes (the scaling table: on an N-core machine, N workers). Goal: our
 1-worker run >= 1.5x the reference's images per CPU-second.
 
+`--baseline-source DIR` adds another checkout of this project (e.g. `git archive COMMIT | tar -x
+-C DIR`) as a contender in the same rounds: what a change gained, same machine, same load.
+
 `--object-store`: the same conversion (a glyph set of `--object-store-characters` characters per
 alphabet) from local raw files to an S3 output and from S3 raw files to an S3 output (a moto
 server on 127.0.0.1 unless Beam's S3 flags are given after `--`), alternated, with each of
@@ -197,15 +200,18 @@ def child_main(argv: list[str]) -> int:
 # ---------------------------------------------------------------------------- driver side
 
 
-def run_child(kind: str, dataset: str, raw: str, out: str, extra: str, beam_args=()) -> dict:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+def run_child(
+    kind: str, dataset: str, raw: str, out: str, extra: str, beam_args=(), project: Path = ROOT
+) -> dict:
+    """One timed conversion in a fresh process; `project`: the checkout of this project whose
+    converter runs (another one: a baseline, e.g. the commit before a change)."""
+    env = {**os.environ, "PYTHONPATH": str(project), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    script = str(Path(__file__).resolve())  # this file's child side, whatever `project`
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.convert", "--child", kind, dataset, raw, out, extra]
-        + list(beam_args),
+        [sys.executable, script, "--child", kind, dataset, raw, out, extra] + list(beam_args),
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=project,
         env=env,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -274,13 +280,17 @@ def compare_with_reference(args, dataset: str, raw: Path, reference: str | None)
     scratch.mkdir(parents=True, exist_ok=True)
     contenders = [] if reference is None else [("reference", "reference", reference)]
     contenders += [(f"ours, {n} worker(s)", "ours", str(n)) for n in args.workers]
+    if args.baseline_source is not None:
+        contenders.append(("baseline checkout, 1 worker", "baseline", "1"))
     runs: dict[str, list[dict]] = {name: [] for name, _, _ in contenders}
     for round_ in range(args.rounds):
         order = contenders if round_ % 2 == 0 else contenders[::-1]
         for name, kind, extra in order:
-            out = scratch / f"{dataset}-{kind}-{extra if kind == 'ours' else 'md'}"
+            out = scratch / f"{dataset}-{kind}-{extra if kind != 'reference' else 'md'}"
             shutil.rmtree(out, ignore_errors=True)
-            runs[name].append(run_child(kind, dataset, str(raw), str(out), extra))
+            project = args.baseline_source if kind == "baseline" else ROOT
+            child = "ours" if kind == "baseline" else kind
+            runs[name].append(run_child(child, dataset, str(raw), str(out), extra, project=project))
     if reference is not None:
         differing = differing_class_files(
             scratch / f"{dataset}-ours-{args.workers[0]}", scratch / f"{dataset}-reference-md"
@@ -377,6 +387,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"a google-research/meta-dataset checkout (default ${REFERENCE_ENV})",
     )
     parser.add_argument("--scratch", type=Path, default=ROOT / "data" / "bench-convert")
+    parser.add_argument(
+        "--baseline-source",
+        type=Path,
+        help="another checkout of this project (e.g. `git archive COMMIT`) run as one more "
+        "contender: the speed-up of a change, measured in the same rounds",
+    )
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--workers", default="1", help="comma-separated worker counts")
     parser.add_argument("--datasets", default="omniglot,dtd")

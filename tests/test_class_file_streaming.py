@@ -95,6 +95,7 @@ def test_whole_class_file_equals_the_grouped_writer(tmp_path, arrival):
     rng = random.Random(5)
     items = [(f"k{i:03d}", rng.randbytes(rng.randrange(1, 300))) for i in range(40)]
     items += [("k010", b"a duplicate key"), ("k010", b"\x00another")]
+    items += [("k020", rng.randbytes(70_000)), ("k030", rng.randbytes(90_000))]  # framed in pieces
     items.sort(key=lambda kv: (kv[0], hashlib.sha256(kv[1]).digest()))
     if arrival == "shuffled":
         rng.shuffle(items)

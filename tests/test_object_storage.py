@@ -1010,3 +1010,15 @@ def test_concurrent_raw_reads_keep_order_bytes_and_errors_in_place(s3, tmp_path)
         assert [None if isinstance(g, OSError) else g for g in got] == expected
         assert "s3://raw/many/missing.bin" in str(got[20])
     assert [storage_paths.read_bytes(u) for u in urls] == blobs
+
+
+def test_an_interrupted_run_claims_only_what_existed(s3):
+    """The line of a stopped run says an output "is as it was" only when it held something:
+    a never-written prefix "was not written" (it said "is as it was" for every URL)."""
+    from beam_pipelines.conversion import output_exists
+    from episodes.records import storage_paths
+
+    storage_paths.use_options(s3.runner().options)
+    assert not output_exists("s3://out/never/omniglot")
+    s3.put("s3://out/there/omniglot/dataset_spec.json", b"{}")
+    assert output_exists("s3://out/there/omniglot")
