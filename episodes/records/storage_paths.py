@@ -140,23 +140,46 @@ def _s3_client() -> Any:
     return _s3io().client.client
 
 
+def _s3_settings() -> tuple[Any, tuple]:
+    """The options Beam's own FileSystems.get_filesystem hands to a file system, and the S3
+    settings among them (what a client depends on)."""
+    from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+    from apache_beam.options.value_provider import RuntimeValueProvider
+
+    options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
+    if isinstance(options, PipelineOptions):
+        s3 = options.view_as(S3Options)
+        return options, tuple(getattr(s3, name) for name in _S3_FIELDS)
+    return options, tuple((options or {}).get(name) for name in _S3_FIELDS)  # a plain dict
+
+
 def _s3io() -> Any:
     """One S3 client per process, thread and options. Beam's S3FileSystem builds a new boto3
     client for every open (about 0.4 s each here), which would dominate per-image reads; one
     per thread, since Beam's client keeps the state of its current download (threads sharing
     it interleave their ranged reads: fetch's threads, the progress thread)."""
     from apache_beam.io.aws import s3io
-    from apache_beam.options.pipeline_options import PipelineOptions, S3Options
-    from apache_beam.options.value_provider import RuntimeValueProvider
 
-    # The options Beam's own FileSystems.get_filesystem hands to a file system.
-    options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
-    if isinstance(options, PipelineOptions):
-        s3 = options.view_as(S3Options)
-        settings = tuple(getattr(s3, name) for name in _S3_FIELDS)
-    else:  # a plain dict on some runners' workers
-        settings = tuple((options or {}).get(name) for name in _S3_FIELDS)
+    options, settings = _s3_settings()
     return _client_of_this_thread(_S3IO_CACHE, settings, lambda: s3io.S3IO(options=options))
+
+
+_SHARED_S3_CLIENTS: dict[tuple, Any] = {}
+
+
+def _shared_s3_client() -> Any:
+    """One boto3 client per process and options for whole-object GETs, shared by threads (a
+    boto3 client is thread-safe; Beam's wrapper, with its download state, is not): the reading
+    threads of episodes.records.parallel_reads would otherwise build one each, 0.4 s apiece."""
+    from apache_beam.io.aws import s3io
+
+    options, settings = _s3_settings()
+    key = (os.getpid(), settings)
+    with _CLIENTS_LOCK:
+        if key not in _SHARED_S3_CLIENTS:
+            _SHARED_S3_CLIENTS.clear()  # another process's (forked) or other options'
+            _SHARED_S3_CLIENTS[key] = s3io.S3IO(options=options).client.client
+        return _SHARED_S3_CLIENTS[key]
 
 
 def _client_of_this_thread(cache: dict[tuple, Any], settings: Any, make: Callable[[], Any]) -> Any:
@@ -231,7 +254,7 @@ def read_bytes(path: str) -> bytes:
         scheme = FileSystems.get_scheme(path)
         if scheme == "s3":
             bucket, key = bucket_and_key(path)
-            return _s3_client().get_object(Bucket=bucket, Key=key)["Body"].read()
+            return _shared_s3_client().get_object(Bucket=bucket, Key=key)["Body"].read()
         if scheme == "gs":
             bucket, key = bucket_and_key(path)
             return _gcsio().client.bucket(bucket).blob(key).download_as_bytes()
