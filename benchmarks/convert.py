@@ -433,5 +433,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        # run as a script: its folder must not shadow packages (benchmarks/episodes.py)
+        here = Path(__file__).resolve().parent
+        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
         sys.exit(child_main(sys.argv[2:]))
     sys.exit(main())

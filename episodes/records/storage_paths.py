@@ -147,10 +147,21 @@ def _s3_settings() -> tuple[Any, tuple]:
     from apache_beam.options.value_provider import RuntimeValueProvider
 
     options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
-    if isinstance(options, PipelineOptions):
+    if not isinstance(options, PipelineOptions):  # a plain dict on some runners' workers
+        return options, tuple((options or {}).get(name) for name in _S3_FIELDS)
+    known = _S3_SETTINGS.get(id(options))
+    if known is None or known[0] is not options:
+        # `view_as` parses every Beam option anew (milliseconds): once per options object,
+        # not once per object read
         s3 = options.view_as(S3Options)
-        return options, tuple(getattr(s3, name) for name in _S3_FIELDS)
-    return options, tuple((options or {}).get(name) for name in _S3_FIELDS)  # a plain dict
+        known = (options, tuple(getattr(s3, name) for name in _S3_FIELDS))
+        with _CLIENTS_LOCK:
+            _S3_SETTINGS.clear()
+            _S3_SETTINGS[id(options)] = known
+    return known
+
+
+_S3_SETTINGS: dict[int, tuple[Any, tuple]] = {}  # id(options) -> (options, settings)
 
 
 def _s3io() -> Any:
