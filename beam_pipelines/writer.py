@@ -18,6 +18,7 @@ whatever the runner, worker count or bundle order.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Iterable
@@ -317,7 +318,12 @@ class WriteConvertedDataset(beam.PTransform):
         return (
             (results, written_or_rejected)
             | "GatherForSpec" >> GatherUnderOneKey()
-            | "WriteSpec" >> beam.Map(write_gathered_spec, self.plan, self.output_dir)
+            # the plan without its work units: Beam pickles (and bz2-compresses) a step's
+            # arguments, and the units list every input file (seconds for 30,000 files)
+            | "WriteSpec"
+            >> beam.Map(
+                write_gathered_spec, dataclasses.replace(self.plan, units=[]), self.output_dir
+            )
         )
 
 
