@@ -432,9 +432,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        # run as a script: its folder must not shadow packages (benchmarks/episodes.py)
-        here = Path(__file__).resolve().parent
-        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    # run as a script: its folder must not shadow packages (benchmarks/episodes.py)
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":  # PYTHONPATH names the checkout
         sys.exit(child_main(sys.argv[2:]))
+    sys.path.insert(0, str(ROOT))  # `python benchmarks/convert.py` (make bench)
     sys.exit(main())
