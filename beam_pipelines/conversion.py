@@ -7,6 +7,7 @@ only when the pipeline succeeded; an existing output folder is refused unless ov
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -19,10 +20,15 @@ from beam_pipelines.conversion_progress import ProgressReporter
 from beam_pipelines.frame_spill import remove_spill
 from beam_pipelines.interrupt_exit import exit_on_interrupt, interrupts_deferred
 from beam_pipelines.job_faults import unwritable_output_in_one_line
-from beam_pipelines.output_lock import OutputLock, acquire_output_lock, clear_remote_leftovers
+from beam_pipelines.output_lock import (
+    OutputLock,
+    acquire_output_lock,
+    clear_remote_leftovers,
+    remove_leftovers,
+)
 from beam_pipelines.runner_options import RunnerChoice
 from beam_pipelines.sources.base import LayoutError, Source
-from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
+from beam_pipelines.writer import ConvertUnits
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import SPEC_FILENAME, DatasetSpec, Split, load_spec
 from episodes.util.atomic_files import (
@@ -84,6 +90,17 @@ def check_output(output: Path | str, overwrite: bool) -> None:
         )
 
 
+def output_exists(output: Path | str) -> bool:
+    """Whether `output` holds something now (a folder, or objects under a prefix): what an
+    interrupted run may say "is as it was" about."""
+    if storage_paths.is_remote(output):
+        try:
+            return bool(storage_paths.list_objects(str(output)))
+        except OSError:
+            return False  # unknown: say only that this run wrote nothing there
+    return Path(output).exists()
+
+
 def begin_output(output: Path | str, overwrite: bool) -> Path | str:
     """Check `output` may be written and create the hidden temp folder the job writes into."""
     check_output(output, overwrite)
@@ -125,6 +142,28 @@ def remote_input_sources() -> list[str]:
     from beam_pipelines.sources import SOURCES
 
     return sorted(name for name, cls in SOURCES.items() if cls.remote_input)
+
+
+def clean_leftovers(output: Path | str) -> list[str]:
+    """Remove what killed runs left beside `output`, converting nothing (`convert
+    --clean-only`): local staging and replaced folders (refused while a live conversion holds
+    the output's lock); in object storage the staging prefixes beside it and the S3 multipart
+    uploads open there or under the output itself (a publish killed mid-copy). One stderr line
+    per removed thing; returns their names."""
+    if storage_paths.is_remote(output):
+        removed = clear_remote_leftovers(str(output))
+        aborted = storage_paths.abort_open_uploads(storage_paths.folder_url(str(output)) + "/")
+        if aborted:
+            print(f"aborted {aborted} unfinished upload(s) under {output}", file=sys.stderr)
+        return removed + [f"{output}: {aborted} upload(s)"] * bool(aborted)
+    lock = acquire_output_lock(output)
+    try:
+        removed = remove_leftovers(lock)
+    finally:
+        lock.release()
+    for path in removed:
+        print(f"removed {path}: left by a conversion that did not finish", file=sys.stderr)
+    return [str(path) for path in removed]
 
 
 def lock_local_output(output: Path | str) -> OutputLock | None:
@@ -178,7 +217,7 @@ def _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_
     plan = source.plan(input_path)  # validates the layout before anything runs
     if not plan.classes:
         raise LayoutError(f"{input_path}: no classes found; expected {source.layout}")
-    existed = storage_paths.is_remote(output) or output.exists()
+    existed = output_exists(output)
     tmp = begin_output(output, overwrite)
 
     def on_ctrl_c() -> None:
@@ -198,10 +237,8 @@ def _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_
         ):
             with ProgressReporter(tmp, plan.expected_items):
                 with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
-                    _ = (
-                        pipeline
-                        | "ReadRaw" >> ReadRawItems(source, plan)
-                        | "WriteDataset" >> WriteConvertedDataset(plan, str(tmp))
+                    _ = pipeline | "Convert" >> ConvertUnits(
+                        source, plan, str(tmp), spread=not runner.one_local_worker
                     )
         with interrupts_deferred():  # never half-published
             commit_output(tmp, output)

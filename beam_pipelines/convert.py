@@ -15,12 +15,13 @@ import sys
 from pathlib import Path
 
 from beam_pipelines import convert_all
-from beam_pipelines.conversion import check_output, convert
+from beam_pipelines.conversion import check_output, clean_leftovers, convert
 from beam_pipelines.convert_options import add_source_arguments, conversion_parser
 from beam_pipelines.download import download_for_convert
 from beam_pipelines.runner_options import make_runner
 from beam_pipelines.sources import SOURCES, get_source_class
-from episodes.util.cli_errors import run_main, user_faults
+from episodes.records import storage_paths
+from episodes.util.cli_errors import UsageError, run_main, user_faults
 from episodes.util.cli_style import CommandParser
 from episodes.util.output_overlap import refuse_overlap
 
@@ -36,6 +37,12 @@ def build_parser(source: str | None = None) -> CommandParser:
         "--download",
         action="store_true",
         help="first fetch the source's raw files into --input (python -m beam_pipelines.download)",
+    )
+    parser.add_argument(
+        "--clean-only",
+        action="store_true",
+        help="convert nothing: remove what killed runs left beside --output (staging folders "
+        "or prefixes, unfinished S3 uploads), then exit",
     )
     if source:
         add_source_arguments(parser, [get_source_class(source)])
@@ -53,7 +60,27 @@ def chosen_command(argv: list[str]) -> argparse.Namespace:
     pre.add_argument("--input")
     pre.add_argument("--output")
     pre.add_argument("--overwrite", action="store_true")
+    pre.add_argument("--clean-only", action="store_true")
     return pre.parse_known_args(argv)[0]
+
+
+def clean_only(args: argparse.Namespace, beam_args: list[str]) -> int:
+    """`--clean-only`: the leftovers of killed runs beside --output removed, one line each,
+    then one line saying how many."""
+    extra = [f"--{flag}" for flag in ("source", "input") if getattr(args, flag)]
+    extra += ["--all"] * bool(args.all) + ["--download"] * bool(args.download)
+    if extra:
+        raise UsageError(f"--clean-only converts nothing: drop {', '.join(extra)}")
+    if not args.output:
+        raise UsageError("--clean-only needs --output (the output whose leftovers to remove)")
+    storage_paths.use_options(make_runner(args, beam_args).options)  # S3/GCS flags
+    output = args.output if storage_paths.is_remote(args.output) else Path(args.output)
+    removed = clean_leftovers(output)
+    if removed:
+        print(f"cleaned {args.output}: {len(removed)} leftover(s) of killed runs removed")
+    else:
+        print(f"cleaned {args.output}: nothing left over by killed runs")
+    return 0
 
 
 def list_sources() -> str:
@@ -72,6 +99,9 @@ def list_sources() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = chosen_command(argv)
+    if chosen.clean_only:
+        args, beam_args = build_parser().parse_known_args(argv)
+        return clean_only(args, beam_args)
     if chosen.download:  # fill --input first (once the output may be written), then convert
         # the output is never the input, around it or inside it (convert checks it again)
         refuse_overlap(("--output", chosen.output), [("--input", chosen.input)])

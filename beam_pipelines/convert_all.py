@@ -8,7 +8,7 @@ them all.
 
 A found folder is planned with its source (the layout is validated then); a folder whose layout
 is wrong is reported as skipped with the reason and the others go on. The pipeline has one
-ReadRawItems | WriteConvertedDataset branch per planned source, each writing into its own
+ConvertUnits branch per planned source, each writing into its own
 temporary folder; all are moved into place (OUT_ROOT/<dataset>/) only when the whole pipeline
 succeeded. Per-source options (e.g. --quickdraw-max-per-class) apply to their source;
 `--splits-dir DIR` replaces the published split of a dataset by DIR/<dataset>_splits.json or
@@ -47,7 +47,7 @@ from beam_pipelines.runner_options import RunnerChoice, make_runner
 from beam_pipelines.sources import SOURCES
 from beam_pipelines.sources.base import ConversionPlan, LayoutError, Source
 from beam_pipelines.sources.source_config import SourceConfig
-from beam_pipelines.writer import ReadRawItems, WriteConvertedDataset
+from beam_pipelines.writer import ConvertUnits
 from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec
 from episodes.util.atomic_files import missing_parents, remove_if_empty
@@ -300,11 +300,8 @@ def _convert_planned(
                     ProgressReporter(tmp, planned_images, label=f"convert {outcome.source}")
                 )
                 plan = outcome.plan
-                _ = (
-                    pipeline
-                    | f"ReadRaw[{outcome.source}]" >> ReadRawItems(outcome.source_object, plan)
-                    | f"WriteDataset[{outcome.source}]"
-                    >> WriteConvertedDataset(plan, str(temps[outcome.source]))
+                _ = pipeline | f"Convert[{outcome.source}]" >> ConvertUnits(
+                    outcome.source_object, plan, str(temps[outcome.source])
                 )
         with interrupts_deferred():  # never half-published
             for outcome in planned:

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 import apache_beam as beam
 
+from beam_pipelines.conversion import output_exists
 from beam_pipelines.interrupt_exit import exit_on_interrupt
 from beam_pipelines.job_faults import unwritable_output_in_one_line
 from beam_pipelines.output_lock import OutputLock, acquire_output_lock, clear_remote_leftovers
@@ -307,7 +308,7 @@ def _write_episode_shards(
     if job.num_shards is None:
         episode_bytes = mean_episode_bytes(reader, job.start, job.num_episodes)
         job = replace(job, num_shards=default_num_shards(job.num_episodes, episode_bytes))
-    existed = remote or output.exists()
+    existed = output_exists(output)
     if not remote:
         staging = staging_folder(output)  # .NAME.tmp-PID-HEX8, found by remove_leftovers
         job = replace(job, staging=str(staging))

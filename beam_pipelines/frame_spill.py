@@ -22,10 +22,10 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, NamedTuple
 
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from episodes.records.storage_paths import (
+    create_local_file,
     create_stream,
     discard_prefix,
     is_remote,
@@ -50,7 +50,7 @@ def open_output(path: str) -> BinaryIO:
     """A binary stream writing one local file or one object."""
     if is_remote(path):
         return create_stream(path)
-    return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return create_local_file(path)
 
 
 READ_BUFFER_BYTES = 4 * 2**20  # a class writer reads its spill objects front to back

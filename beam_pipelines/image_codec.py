@@ -7,16 +7,19 @@ disguised as JPEG all end up as RGB or L), optionally resizes, and encodes deter
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image, ImageFile, ImageOps
+from PIL import Image, ImageFile
 
+from beam_pipelines.jpeg_markers import jpeg_header
 from beam_pipelines.pixel_conventions import (
     PIXEL_CONVENTIONS,
     encode_reference_jpeg,
+    invert_pixels,
     is_kept_as_is,
     reference_pixels,
 )
@@ -73,19 +76,48 @@ def decode_image(data: bytes | None = None, array: np.ndarray | None = None) -> 
         if problem := size_problem(arr.shape[1], arr.shape[0]):
             raise ImageRejected(problem)
         return Image.fromarray(arr)
+    with _rejected_when_undecodable():
+        image = open_image(data)
+        image.load()
+    return image
+
+
+def open_image(data: bytes | None) -> Image.Image:
+    """An image's header parsed (format, mode, size), its pixels not decoded yet."""
     if not data:
         raise ImageRejected("empty file")
-    try:
+    with _rejected_when_undecodable():
         image = Image.open(io.BytesIO(data))  # refuses images over the limit on opening
-        image.load()
+    if image.width < 1 or image.height < 1:
+        raise ImageRejected(f"image of size {image.size}")
+    return image
+
+
+@contextlib.contextmanager
+def _rejected_when_undecodable():
+    """PIL's many exception types for bad input as one ImageRejected naming the cause."""
+    try:
+        yield
+    except ImageRejected:
+        raise
     except Image.DecompressionBombError as exc:
         raise ImageRejected(refusal_reason(exc)) from None
     except Exception as exc:  # PIL raises many types for bad input
         reason = re.sub(r"<_io\.BytesIO object at 0x[0-9a-f]+>", "data", str(exc))
         raise ImageRejected(f"not a decodable image ({type(exc).__name__}: {reason})") from None
-    if image.width < 1 or image.height < 1:
-        raise ImageRejected(f"image of size {image.size}")
-    return image
+
+
+END_OF_IMAGE = b"\xff\xd9"
+
+
+def check_complete_jpeg(data: bytes, scan_start: int) -> None:
+    """A JPEG whose first scan starts at `scan_start` must hold an end-of-image marker after
+    it: a truncated file (the usual damage: a cut download or copy) has none, and the marker
+    cannot occur inside scan data (0xFF is stuffed there). For files kept byte for byte, whose
+    pixels nothing needs: a full decode would cost several times the rest of their conversion;
+    the reference converter checks only the header."""
+    if data.rfind(END_OF_IMAGE, scan_start) < 0:  # searched from the end, where it lies
+        raise ImageRejected("truncated JPEG: no end-of-image marker after its scan data")
 
 
 def to_mode(image: Image.Image, mode: str) -> Image.Image:
@@ -120,6 +152,8 @@ def process_image(
     crop_box: tuple[int, int, int, int] | None = None,
 ) -> bytes:
     """Decode, crop (left, top, right, bottom; clipped to the image), convert, resize, encode."""
+    if kept_as_is(data, options, crop_box):
+        return data
     image = decode_image(data, array)
     if crop_box is not None:
         left, top, right, bottom = crop_box
@@ -134,10 +168,34 @@ def process_image(
         return encode_as_reference(data, image, options, cropped=crop_box is not None)
     image = to_mode(image, options.mode)
     if options.invert:
-        image = ImageOps.invert(image)
+        image = invert_pixels(image)
     if options.resize is not None and image.size != (options.resize, options.resize):
         image = image.resize((options.resize, options.resize), Image.Resampling.BILINEAR)
     return encode_image(image, options)
+
+
+def kept_as_is(
+    data: bytes | None, options: ImageOptions, crop_box: tuple[int, int, int, int] | None
+) -> bool:
+    """True when the reference convention keeps `data` byte for byte (an RGB JPEG needing no
+    crop, inversion or resize, stored as RGB JPEG), checked decodable without decoding it
+    whole (`check_complete_jpeg`); False when the image must be converted."""
+    if data is None or options.convention != "meta-dataset" or crop_box is not None:
+        return False
+    if options.invert or options.resize is not None:
+        return False
+    if options.image_format != "jpeg" or options.mode != "RGB":
+        return False
+    header = jpeg_header(data)
+    if header is not None and header.components == 3:  # PIL: a JPEG of mode RGB
+        if size_problem(header.width, header.height) is None:
+            check_complete_jpeg(data, header.scan_start)
+            return True
+    image = open_image(data)
+    if not is_kept_as_is(image):
+        return False
+    check_complete_jpeg(data, image.fp.tell())
+    return True
 
 
 def encode_as_reference(

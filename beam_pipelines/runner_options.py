@@ -45,6 +45,12 @@ class RunnerChoice:
     description: str
     storage_timeout_s: float = DEFAULT_TIMEOUT_S
 
+    @property
+    def one_local_worker(self) -> bool:
+        """The local runner with one worker, in the launcher's own process."""
+        values = self.options.get_all_options()
+        return self.is_local and values.get("direct_running_mode") == "in_memory"
+
     def check_storage(self, *locations) -> None:
         """One quick access check of each object-storage URL among `locations` (see
         episodes.records.storage_access), before any long work."""
@@ -167,7 +173,7 @@ def _dask_runner(beam_args: list[str]) -> RunnerChoice:
             f"--runner DaskRunner needs the dask and distributed packages ({exc}); install them "
             "with `pip install dask distributed` (both pinned in requirements.lock)"
         ) from None
-    flags = list(beam_args) + dask_runner.default_partition_flags(beam_args)
+    flags = list(beam_args)
     options = PipelineOptions(flags)
     address = next((a for a in flags if a.startswith("--dask_client_address")), "")
     where = address.split("=", 1)[1] if "=" in address else "a local dask cluster"

@@ -1,8 +1,11 @@
 """The shared writer: RawItems -> per-class TFRecords, `.index` sidecars and `dataset_spec.json`.
 
 Small named PTransforms, in pipeline order:
-  EncodeImages      decode/check/convert/encode each item into a spill file (beam_pipelines.
-                    frame_spill), emitting ("encoded", small reference) or ("rejected", why)
+  EncodeUnits       read each work unit's items (the source's `read_unit`) and decode/check/
+                    convert/encode them into a spill file (beam_pipelines.frame_spill),
+                    emitting per class of the unit ("encoded", (class id, small references))
+                    and per reject ("rejected", why): one element per unit and class, not per
+                    image, so Beam's per-element cost (coders, the shuffle) is paid per unit
   WriteClassFiles   group the references by class id, order by item key, stream the records
                     from the spill files into the class file + index (memory stays bounded)
   WriteSpec         the class results and rejects gathered under one key -> spec JSON
@@ -15,9 +18,9 @@ whatever the runner, worker count or bundle order.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -35,12 +38,18 @@ from beam_pipelines.frame_spill import (
     release_spill_files,
 )
 from beam_pipelines.image_codec import ImageOptions, ImageRejected, process_image
-from beam_pipelines.sources.base import ConversionPlan, RawItem
+from beam_pipelines.sources.base import ConversionPlan, RawItem, WorkUnit
+from beam_pipelines.whole_class_file import (
+    WholeClassFile,
+    class_file_names,
+    class_result,
+    write_index,
+)
 from episodes.records.dataset_spec import BiLevelHierarchy, DatasetSpec, Split
-from episodes.records.example_proto import encode_image_example
+from episodes.records.example_proto import encode_image_example, image_example_pieces
 from episodes.records.record_index import RecordIndex
 from episodes.records.storage_paths import write_bytes
-from episodes.records.tfrecord_io import frame_record
+from episodes.records.tfrecord_io import frame_pieces, frame_record
 
 CONVERTER_VERSION = "1"
 ENCODED = "encoded"
@@ -51,10 +60,15 @@ _LOG = logging.getLogger(__name__)
 
 
 class EncodeImagesFn(beam.DoFn):
-    """RawItem -> ("encoded", (class id, FrameRef)) with the framed record parked in a spill
-    file, or ("rejected", (path, reason))."""
+    """WorkUnit -> its RawItems encoded. A unit that holds a whole class writes that class file
+    itself (beam_pipelines.whole_class_file) and emits ("class", result); any other emits per
+    class of the unit one ("encoded", (class id, [FrameRef, ...])), the framed records parked in
+    a spill file. Every reject is one ("rejected", (path, reason))."""
 
-    def __init__(self, class_index: dict[str, int], options: ImageOptions, staging_dir: str):
+    def __init__(
+        self, source: Any, class_index: dict[str, int], options: ImageOptions, staging_dir: str
+    ):
+        self.source = source
         self.class_index = class_index
         self.options = options
         self.staging_dir = staging_dir
@@ -69,21 +83,61 @@ class EncodeImagesFn(beam.DoFn):
         self._spill.close()
         self._counter.flush()
 
-    def process(self, item: RawItem):
-        self._counter.advance()
-        if item.error:
-            yield REJECTED, (item.path, item.error)
+    def whole_class_of(self, unit: WorkUnit) -> int | None:
+        """The class id of the one class `unit` holds whole, if it does."""
+        return None if unit.whole_class is None else self.class_index[unit.whole_class]
+
+    def process(self, unit: WorkUnit):
+        whole_class = self.whole_class_of(unit)
+        if whole_class is not None:
+            yield from self.write_whole_class(unit, whole_class)
             return
+        batches: dict[int, list] = {}
+        for item in self.source.read_unit(unit):
+            self._counter.advance()
+            kind, value = self.encode(item)
+            if kind == REJECTED:
+                yield kind, value
+            else:
+                class_id, encoded = value
+                batches.setdefault(class_id, []).append(self.emit(class_id, item.key, encoded))
+        for class_id, refs in batches.items():
+            yield ENCODED, (class_id, [ref for _, ref in refs])
+
+    def write_whole_class(self, unit: WorkUnit, class_id: int):
+        """Encode the unit's items straight into their class file; then its result."""
+        out = WholeClassFile(class_id, self.staging_dir)
+        try:
+            for item in self.source.read_unit(unit):
+                self._counter.advance()
+                kind, value = self.encode(item)
+                if kind == REJECTED:
+                    yield kind, value
+                    continue
+                if value[0] != class_id:
+                    raise RuntimeError(
+                        f"work unit {unit.key} of class {unit.whole_class!r} yielded an item of "
+                        f"class {item.class_name!r} ({item.path})"
+                    )
+                encoded = value[1]
+                out.add(item.key, encoded, frame_pieces(image_example_pieces(encoded, class_id)))
+        except BaseException:
+            out.abandon()
+            raise
+        yield CLASS_RESULT, out.close()
+
+    def encode(self, item: RawItem) -> tuple[str, tuple]:
+        """("encoded", (class id, encoded image bytes)) or ("rejected", (path, reason))."""
+        if item.error:
+            return REJECTED, (item.path, item.error)
         class_id = self.class_index.get(item.class_name)
         if class_id is None:
-            yield REJECTED, (item.path, f"class {item.class_name!r} is not in the conversion plan")
-            return
+            return REJECTED, (item.path, f"class {item.class_name!r} is not in the conversion plan")
         try:
             encoded = process_image(item.data, self.options, item.array, item.crop_box)
         except ImageRejected as exc:
-            yield REJECTED, (item.path, str(exc))
-            return
-        yield ENCODED, self.emit(class_id, item.key, encoded)
+            return REJECTED, (item.path, str(exc))
+        return ENCODED, (class_id, encoded)
 
     def emit(self, class_id: int, key: str, encoded: bytes) -> tuple[int, FrameRef]:
         """Park the framed record in this bundle's spill file; its reference goes on."""
@@ -91,39 +145,29 @@ class EncodeImagesFn(beam.DoFn):
         return class_id, self._spill.add(class_id, key, hashlib.sha256(encoded).digest(), frame)
 
 
-def class_file_names(class_id: int, file_pattern: str = "{}.tfrecords") -> tuple[str, str]:
-    records = file_pattern.format(class_id)
-    return records, os.path.splitext(records)[0] + ".index"
-
-
 def _write_bytes(path: str, data: bytes) -> None:
     write_bytes(path, data)  # local, or one object (episodes.records.storage_paths)
 
 
-def write_class_file(element: tuple[int, Iterable[FrameRef]], output_dir: str) -> dict[str, Any]:
-    """Write one class's records (ordered by item key, then image hash) and its index; return
-    its counts. Holds the class's references and one record in memory, whatever its size."""
-    class_id, refs = element
-    refs = sorted(refs)
+def write_class_file(
+    element: tuple[int, Iterable[list[FrameRef]]], output_dir: str
+) -> dict[str, Any]:
+    """Write one class's records (ordered by item key, then image hash) from its batches of
+    references (one per unit) and its index; return its counts. Holds the class's references
+    and one record in memory, whatever its size."""
+    class_id, batches = element
+    refs = sorted(ref for batch in batches for ref in batch)
     records_name, index_name = class_file_names(class_id)
     digest = hashlib.sha256()
-    offsets = np.zeros(len(refs), dtype=np.uint64)
-    size = 0
+    lengths = []
     with open_output(FileSystems.join(output_dir, records_name)) as out:
-        for i, frame in enumerate(frames_in_order(refs)):
-            offsets[i] = size
+        for frame in frames_in_order(refs):
             out.write(frame)
             digest.update(frame)
-            size += len(frame)
-    _write_bytes(FileSystems.join(output_dir, index_name), RecordIndex(offsets, size).to_bytes())
+            lengths.append(len(frame))
+    write_index(FileSystems.join(output_dir, index_name), lengths)
     release_spill_files(refs)
-    return {
-        "class_id": int(class_id),
-        "images": len(refs),
-        "bytes": size,
-        "sha256": digest.hexdigest(),
-        "duplicate_keys": len(refs) - len({ref.key for ref in refs}),
-    }
+    return class_result(class_id, lengths, digest, [ref.key for ref in refs])
 
 
 def build_spec(
@@ -248,40 +292,60 @@ def write_spec(plan: ConversionPlan, results: list[dict], rejected: list, output
 
 @dataclass
 class WriteConvertedDataset(beam.PTransform):
-    """PCollection[RawItem] -> a converted dataset folder at `output_dir`."""
+    """PCollection[WorkUnit] of `source` -> a converted dataset folder at `output_dir`."""
 
+    source: Any
     plan: ConversionPlan
     output_dir: str
 
-    def expand(self, items):
-        coded = items | "EncodeImages" >> beam.ParDo(
-            EncodeImagesFn(self.plan.class_index(), self.plan.image_options, self.output_dir)
+    def expand(self, units):
+        coded = units | "EncodeUnits" >> beam.ParDo(
+            EncodeImagesFn(
+                self.source, self.plan.class_index(), self.plan.image_options, self.output_dir
+            )
         )
         results = (
             coded
             | "KeepEncoded" >> beam.FlatMap(of_kind, ENCODED)
             | "GroupByClass" >> beam.GroupByKey()
-            | "WriteClassFiles" >> beam.Map(write_class_file, self.output_dir)
-            | "KindResults" >> beam.Map(lambda result: (CLASS_RESULT, result))
+            | "WriteClassFiles" >> beam.Map(kind_class_result, self.output_dir)
         )
-        rejected = coded | "KeepRejected" >> beam.Filter(lambda element: element[0] == REJECTED)
+        # Few steps: building and planning a Beam pipeline costs about 0.03 s of CPU per step,
+        # a fixed cost that a small dataset's conversion feels (benchmarks/convert.py).
+        written_or_rejected = coded | "KeepForSpec" >> beam.Filter(
+            lambda element: element[0] in (CLASS_RESULT, REJECTED)
+        )
         return (
-            (results, rejected)
+            (results, written_or_rejected)
             | "GatherForSpec" >> GatherUnderOneKey()
-            | "WriteSpec" >> beam.Map(write_gathered_spec, self.plan, self.output_dir)
+            # the plan without its work units: Beam pickles (and bz2-compresses) a step's
+            # arguments, and the units list every input file (seconds for 30,000 files)
+            | "WriteSpec"
+            >> beam.Map(
+                write_gathered_spec, dataclasses.replace(self.plan, units=[]), self.output_dir
+            )
         )
+
+
+def kind_class_result(element: tuple[int, Iterable[list[FrameRef]]], output_dir: str):
+    """("class", result) of `write_class_file` (the kinds the spec's gather tells apart)."""
+    return CLASS_RESULT, write_class_file(element, output_dir)
 
 
 @dataclass
-class ReadRawItems(beam.PTransform):
-    """The plan's work units -> RawItems, via the source's `read_unit` (spread over workers)."""
+class ConvertUnits(beam.PTransform):
+    """The plan's work units, spread over workers (`spread`: a reshuffle hands them out; one
+    worker in the launcher's process needs none), -> a converted dataset folder."""
 
     source: Any
     plan: ConversionPlan
+    output_dir: str
+    spread: bool = True
 
     def expand(self, pipeline):
+        reshuffle = self.spread and len(self.plan.units) > 1
         return (
             pipeline
-            | "CreateUnits" >> beam.Create(self.plan.units, reshuffle=len(self.plan.units) > 1)
-            | "ReadUnits" >> beam.FlatMap(self.source.read_unit)
+            | "CreateUnits" >> beam.Create(self.plan.units, reshuffle=reshuffle)
+            | "WriteDataset" >> WriteConvertedDataset(self.source, self.plan, self.output_dir)
         )

@@ -52,6 +52,9 @@ IMAGES_PER_UNIT = 250
 class BufferedEncodeImagesFn(EncodeImagesFn):
     """The encoder before spill files (the baseline): encoded images travel through Beam."""
 
+    def whole_class_of(self, unit):
+        return None  # every record crosses the GroupByKey
+
     def start_bundle(self):
         pass
 
@@ -63,14 +66,15 @@ class BufferedEncodeImagesFn(EncodeImagesFn):
 
 
 def buffered_write_class_file(
-    element: tuple[int, Iterable[tuple[str, bytes]]], output_dir: str
+    element: tuple[int, Iterable[list[tuple[str, bytes]]]], output_dir: str
 ) -> dict[str, Any]:
     """The class writer before streaming (the baseline): the class's records in one buffer."""
     from apache_beam.io.filesystems import FileSystems
 
     from beam_pipelines.writer import _write_bytes, class_file_names
 
-    class_id, values = element
+    class_id, batches = element
+    values = [value for batch in batches for value in batch]
     ordered = sorted(values, key=lambda kv: (kv[0], hashlib.sha256(kv[1]).digest()))
     keys = [k for k, _ in ordered]
     buffer = io.BytesIO()

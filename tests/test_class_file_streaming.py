@@ -3,15 +3,18 @@ bytes as the buffered writer it replaced, records ordered by item key then image
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 
 import numpy as np
+import pytest
 
 from beam_pipelines import writer
 from beam_pipelines.conversion import convert
 from beam_pipelines.frame_spill import SPILL_FOLDER, SpillWriter
 from beam_pipelines.sources.omniglot import OmniglotSource
+from beam_pipelines.whole_class_file import WholeClassFile
 from benchmarks.class_file_memory import BufferedEncodeImagesFn, buffered_write_class_file
 from episodes.records.example_proto import encode_image_example
 from episodes.records.record_index import RecordIndex
@@ -66,7 +69,8 @@ def test_records_ordered_by_key_then_image_hash_from_any_arrival_order(tmp_path)
             refs.append(spill.add(4, key, hashlib.sha256(image).digest(), frame))
         spill.close()
     rng.shuffle(refs)
-    result = writer.write_class_file((4, iter(refs)), str(out))  # a one-pass iterable
+    batches = [refs[:30], refs[30:]]  # one batch of references per unit
+    result = writer.write_class_file((4, iter(batches)), str(out))  # a one-pass iterable
     expected = sorted(items, key=lambda kv: (kv[0], hashlib.sha256(kv[1]).digest()))
     frames = [frame_record(encode_image_example(image, 4)) for _, image in expected]
     data = (out / "4.tfrecords").read_bytes()
@@ -82,3 +86,55 @@ def test_records_ordered_by_key_then_image_hash_from_any_arrival_order(tmp_path)
         "duplicate_keys": 2,
     }
     assert not list((staging / SPILL_FOLDER).iterdir())  # local spill files freed once written
+
+
+@pytest.mark.parametrize("arrival", ["in order", "shuffled"])
+def test_whole_class_file_equals_the_grouped_writer(tmp_path, arrival):
+    """A unit holding a whole class writes its file while read: the same bytes, index and
+    result as the spill + GroupByKey writer, whether the records arrive in order or not."""
+    rng = random.Random(5)
+    items = [(f"k{i:03d}", rng.randbytes(rng.randrange(1, 300))) for i in range(40)]
+    items += [("k010", b"a duplicate key"), ("k010", b"\x00another")]
+    items += [("k020", rng.randbytes(70_000)), ("k030", rng.randbytes(90_000))]  # framed in pieces
+    items.sort(key=lambda kv: (kv[0], hashlib.sha256(kv[1]).digest()))
+    if arrival == "shuffled":
+        rng.shuffle(items)
+    grouped, direct, staging = tmp_path / "grouped", tmp_path / "direct", tmp_path / "staging"
+    grouped.mkdir()
+    spill = SpillWriter(str(staging))
+    out = WholeClassFile(7, str(direct))
+    refs = []
+    for key, image in items:
+        frame = frame_record(encode_image_example(image, 7))
+        refs.append(spill.add(7, key, hashlib.sha256(image).digest(), frame))
+        out.add(key, image, [frame[:5], frame[5:]])  # a frame in pieces
+    spill.close()
+    expected = writer.write_class_file((7, [refs]), str(grouped))
+    assert out.close() == expected
+    assert _files(direct) == _files(grouped)
+    assert sorted(_files(direct)) == ["7.index", "7.tfrecords"]  # no leftover of the rewrite
+
+
+def test_a_whole_class_unit_yielding_another_class_fails_loudly(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    write_omniglot_fixture(raw)
+    source = OmniglotSource()
+    plan = source.plan(raw)
+    unit = plan.units[0]
+    wrong = dataclasses.replace(unit, whole_class=plan.units[1].whole_class)
+    encoder = writer.EncodeImagesFn(source, plan.class_index(), plan.image_options, str(tmp_path))
+    encoder.setup()
+    encoder.start_bundle()
+    with pytest.raises(RuntimeError, match="yielded an item of class"):
+        list(encoder.process(wrong))
+
+
+def test_plan_refuses_a_class_claimed_whole_by_two_units(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    write_omniglot_fixture(raw)
+    plan = OmniglotSource().plan(raw)
+    twice = plan.units + [dataclasses.replace(plan.units[0], key="again")]
+    with pytest.raises(ValueError, match="whole-class units"):
+        dataclasses.replace(plan, units=twice)

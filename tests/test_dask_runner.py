@@ -82,7 +82,14 @@ def test_dask_runner_accepted_by_its_short_name(name):
     )
     assert chosen.options.get_all_options()["npartitions"] == 3
     assert chosen.options.get_all_options()["partition_size"] is None
-    assert choice.options.get_all_options()["npartitions"] == 16
+    assert choice.options.get_all_options()["npartitions"] is None  # the cluster's threads
+
+
+def test_partitions_follow_the_clusters_threads(cluster):
+    from beam_pipelines.dask_runner import PARTITIONS_PER_THREAD, cluster_partitions
+
+    with distributed.Client(cluster) as client:  # two workers of one thread each
+        assert cluster_partitions(client) == PARTITIONS_PER_THREAD * 2 == 4
 
 
 def test_embeddings_are_byte_identical_on_a_dask_cluster(cluster, tmp_path, capsys):

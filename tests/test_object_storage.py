@@ -15,17 +15,21 @@ import sys
 import time
 import zipfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from beam_pipelines import convert as convert_cli
 from beam_pipelines import verify as verify_cli
 from beam_pipelines.conversion import convert
 from beam_pipelines.runner_options import make_runner
+from beam_pipelines.sources import get_source_class
 from beam_pipelines.sources.dtd import DTDSource
 from beam_pipelines.sources.ilsvrc import TRAIN_TAR, IlsvrcSource
 from beam_pipelines.sources.omniglot import OmniglotSource
+from beam_pipelines.sources.tfds_source import TfdsSource
 from beam_pipelines.sources.traffic_sign import TrafficSignSource
 from episodes import fetch as fetch_cli
 from episodes.reading.reader import EpisodeReader
@@ -34,10 +38,13 @@ from episodes.records.object_uploads import bucket_and_key
 from episodes.sampling.sampler_config import SamplerConfig
 from tests.conftest import make_local_runner
 from tests.raw_fixtures.aircraft import write_aircraft_fixture
+from tests.raw_fixtures.cifar100 import write_cifar100_fixture
 from tests.raw_fixtures.dtd import write_dtd_fixture
+from tests.raw_fixtures.emnist import write_emnist_fixture
 from tests.raw_fixtures.fixture_info import published_classes
 from tests.raw_fixtures.fungi import write_fungi_fixture
 from tests.raw_fixtures.ilsvrc import write_ilsvrc_fixture
+from tests.raw_fixtures.lfw import write_lfw_fixture
 from tests.raw_fixtures.mscoco import write_mscoco_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.raw_fixtures.quickdraw import write_quickdraw_fixture
@@ -302,14 +309,57 @@ def test_bad_remote_input_fails_before_the_pipeline(s3, capsys):
     assert s3.objects("s3://out/never") == {}
 
 
-def test_other_sources_refuse_remote_input_up_front(capsys):
-    argv = ["--source", "cifar100", "--input", "s3://raw/cifar", "--output", "s3://out/cifar"]
-    assert convert_cli.main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert "cifar100 source reads local files only" in err and "\n" not in err
-    for name in ("omniglot", "ilsvrc_2012", "quickdraw", "mscoco", "fungi", "aircraft"):
-        assert name in err
-    assert "vgg_flower" in err and "dtd" in err and "cu_birds" in err and "traffic_sign" in err
+class LocalOnlySource(OmniglotSource):
+    """A source (an extension's) that has not said it reads object storage."""
+
+    name = "local_only"
+    remote_input = False
+
+
+def test_a_source_without_remote_input_refuses_urls_up_front(tmp_path):
+    runner = make_local_runner(1)
+    with pytest.raises(ValueError, match="the local_only source reads local files only") as exc:
+        convert(LocalOnlySource(), "s3://raw/anything", tmp_path / "out", runner)
+    assert "cifar100" in str(exc.value) and "tfds" in str(exc.value)  # what does read URLs
+    assert not (tmp_path / "out").exists()
+
+
+def _archive_source_fixture(name: str, raw: Path):
+    """(fixture root, configured source) of the sources read from archives and data dirs."""
+    if name == "tfds":
+        tfds_fixture = pytest.importorskip("tests.raw_fixtures.tfds")
+        return tfds_fixture.write_tfds_fixture(raw).root, TfdsSource(tfds_name=tfds_fixture.NAME)
+    write = {
+        "cifar100": (write_cifar100_fixture, {"cifar100_rows_per_unit": 64}),
+        "emnist": (write_emnist_fixture, {"emnist_rows_per_unit": 40}),
+        "lfw": (write_lfw_fixture, {"lfw_images_per_unit": 15}),
+        "lfw_folders": (partial(write_lfw_fixture, extracted=True), {}),
+    }
+    writer, options = write[name]
+    fixture = writer(raw)
+    return fixture.root, get_source_class(name.split("_")[0])(**options)
+
+
+@pytest.mark.parametrize("name", ["cifar100", "emnist", "lfw", "lfw_folders", "tfds"])
+def test_archive_and_data_dir_sources_read_s3_input(s3, tmp_path, name):
+    """CIFAR-100 (tar.gz), EMNIST (zip of gzip IDX files), LFW (tgz, or person folders) and a
+    prepared TFDS data dir (TFRecord shards) read where they lie in a bucket: the same records
+    and spec as from the local files, the input's location aside."""
+    raw = tmp_path / "raw"
+    root, source = _archive_source_fixture(name, raw)
+    remote_root = _remote_root(s3, raw, root, f"s3://raw/{name}-input")
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    convert(source, root, local, make_local_runner(1))
+    report = convert(source, remote_root, remote, s3.runner())
+    assert report.images > 0
+    expected, found = _files(local), _files(remote)
+    assert sorted(found) == sorted(expected)
+    for file, data in expected.items():
+        if file != "dataset_spec.json":
+            assert found[file] == data, file
+    local_spec = expected["dataset_spec.json"].decode().replace(str(raw.resolve()), remote_root)
+    local_spec = local_spec.replace(str(root.resolve()), remote_root)
+    assert json.loads(found["dataset_spec.json"]) == json.loads(local_spec)
 
 
 def _some_classes(dataset: str, count: int = 6) -> list[str]:
@@ -570,6 +620,43 @@ time.sleep(600)
 """
 
 
+def _killed_while_uploading(s3: S3Server, url: str) -> None:
+    """A process killed (SIGKILL) with a multipart upload to `url` open."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_AN_UPLOAD, url, *s3.flags], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "uploading"
+    finally:
+        holder.kill()  # SIGKILL: nothing of the process runs any more
+        holder.wait()
+
+
+def test_clean_only_removes_a_killed_runs_leftovers_and_converts_nothing(s3, capsys):
+    """kill -9 mid-upload into the staging prefix, and mid-publish into the output itself:
+    `convert --clean-only` aborts both uploads and removes the staging objects, one line each
+    and one summary; the output's finished objects stay; a second run finds nothing."""
+    s3.put("s3://out/cleaned/omniglot/kept.txt", b"kept")
+    s3.put("s3://out/cleaned/.omniglot.tmp-1-dead/_spill/a", b"a")
+    _killed_while_uploading(s3, "s3://out/cleaned/.omniglot.tmp-1-dead/0.tfrecords")
+    _killed_while_uploading(s3, "s3://out/cleaned/omniglot/1.tfrecords")
+    assert sorted(_open_uploads(s3)) == [
+        "cleaned/.omniglot.tmp-1-dead/0.tfrecords",
+        "cleaned/omniglot/1.tfrecords",
+    ]
+    capsys.readouterr()
+    argv = ["--clean-only", "--output", "s3://out/cleaned/omniglot", *s3.flags]
+    assert convert_cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "cleaned s3://out/cleaned/omniglot: 2 leftover(s) of killed runs removed"
+    assert "removed s3://out/cleaned/.omniglot.tmp-1-dead" in err
+    assert "aborted 1 unfinished upload(s) under s3://out/cleaned/omniglot" in err
+    assert _open_uploads(s3) == []
+    assert s3.objects("s3://out/cleaned") == {"omniglot/kept.txt": b"kept"}
+    assert convert_cli.main(argv) == 0
+    assert "nothing left over" in capsys.readouterr().out
+
+
 def test_killed_runs_leave_no_upload_after_the_next_run(s3, omniglot, tmp_path, capsys):
     """kill -9 of a process in the middle of an upload into a staging prefix leaves an open
     multipart upload and staging objects; the next conversion to that output removes both."""
@@ -610,9 +697,9 @@ def test_failed_job_aborts_the_uploads_of_its_staging_prefix(s3):
 
 
 def test_all_sources_from_a_bucket_root_to_a_bucket(s3, tmp_path, capsys):
-    """`convert --all` on a bucket root: every source that reads object storage converted to
-    OUT_ROOT/<dataset> in one pipeline, identical to a local --all run; one that reads local
-    files only is skipped with the reason."""
+    """`convert --all` on a bucket root: every source converted to OUT_ROOT/<dataset> in one
+    pipeline, identical to a local --all run; a broken layout is skipped with its reason, as
+    locally."""
     raw = tmp_path / "raw"
     (raw / "omniglot").mkdir(parents=True)
     write_omniglot_fixture(raw / "omniglot", drawers=1)
@@ -627,7 +714,7 @@ def test_all_sources_from_a_bucket_root_to_a_bucket(s3, tmp_path, capsys):
     argv = ["--all", "--input", "s3://raw/all", "--output", "s3://out/all", *only]
     assert convert_cli.main(argv + s3.flags) == 0
     printed = capsys.readouterr().out
-    assert "cifar100 source reads local files only" in printed
+    assert "cifar-100-python" in printed  # read from the bucket: skipped for its layout too
     for name in ("omniglot", "traffic_sign"):
         remote = s3.objects(f"s3://out/all/{name}")
         expected = _files(local / name)
@@ -899,3 +986,39 @@ def test_embeddings_read_an_s3_dataset_where_it_lies(s3, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "1 records objects missing" in err
     assert "s3://raw/embed/tiny/3.tfrecords" in err and not (tmp_path / "x.npz").exists()
+
+
+def test_concurrent_raw_reads_keep_order_bytes_and_errors_in_place(s3, tmp_path):
+    """Several objects in flight per worker (episodes.records.parallel_reads): the bytes come
+    back in the order asked, a missing object as its OSError in its place, local files mixed
+    in; the same as one read at a time."""
+    from episodes.records import storage_paths
+    from episodes.records.parallel_reads import read_in_order
+
+    storage_paths.use_options(s3.runner().options)
+    rng = np.random.default_rng(0)
+    blobs = [rng.bytes(int(rng.integers(0, 200_000))) for _ in range(40)]
+    urls = [f"s3://raw/many/{i:03d}.bin" for i in range(len(blobs))]
+    for url, blob in zip(urls, blobs):
+        s3.put(url, blob)
+    local = tmp_path / "local.bin"
+    local.write_bytes(b"local bytes")
+    paths = urls[:20] + ["s3://raw/many/missing.bin", str(local)] + urls[20:]
+    expected = blobs[:20] + [None, b"local bytes"] + blobs[20:]
+    for in_flight in (1, 4, 16):
+        got = list(read_in_order(paths, in_flight=in_flight))
+        assert [None if isinstance(g, OSError) else g for g in got] == expected
+        assert "s3://raw/many/missing.bin" in str(got[20])
+    assert [storage_paths.read_bytes(u) for u in urls] == blobs
+
+
+def test_an_interrupted_run_claims_only_what_existed(s3):
+    """The line of a stopped run says an output "is as it was" only when it held something:
+    a never-written prefix "was not written" (it said "is as it was" for every URL)."""
+    from beam_pipelines.conversion import output_exists
+    from episodes.records import storage_paths
+
+    storage_paths.use_options(s3.runner().options)
+    assert not output_exists("s3://out/never/omniglot")
+    s3.put("s3://out/there/omniglot/dataset_spec.json", b"{}")
+    assert output_exists("s3://out/there/omniglot")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from beam_pipelines.image_codec import ImageOptions, process_image
+from beam_pipelines.image_codec import ImageOptions, ImageRejected, process_image
 from beam_pipelines.sources import get_source_class
 from beam_pipelines.sources.emnist import EmnistSource
 from beam_pipelines.sources.omniglot import OmniglotSource
@@ -183,3 +183,45 @@ def test_explicit_image_flags_override_the_convention():
         ImageOptions(convention="mystery")
     with pytest.raises(ConfigError, match="--pixel-convention mystery: expected one of"):
         OmniglotSource(pixel_convention="mystery")
+
+
+def test_a_truncated_source_jpeg_is_rejected_and_trailing_bytes_kept():
+    """Kept JPEGs are checked without a full decode: one cut anywhere after its header has no
+    end-of-image marker and is rejected; bytes after the marker are the file's own."""
+    options = get_source_class("dtd")().image_options()
+    rng = np.random.default_rng(1)
+    buffer = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (64, 96, 3), dtype=np.uint8)).save(buffer, "JPEG")
+    data = buffer.getvalue()
+    assert process_image(data, options) == data
+    assert process_image(data + b"trailer", options) == data + b"trailer"
+    for cut in (len(data) - 1, len(data) // 2, 700):
+        with pytest.raises(ImageRejected, match="truncated JPEG"):
+            process_image(data[:cut], options)
+
+
+def test_jpeg_marker_walk_agrees_with_pil():
+    """The fast header read of kept JPEGs gives PIL's size, mode and scan start, or declines
+    (then PIL's path decides): baseline, progressive, EXIF, optimised, 4:4:4, grey, CMYK."""
+    from beam_pipelines.image_codec import open_image
+    from beam_pipelines.jpeg_markers import jpeg_header
+
+    rng = np.random.default_rng(2)
+    pixels = Image.fromarray(rng.integers(0, 256, (37, 53, 3), dtype=np.uint8))
+    variants = [{}, {"progressive": True}, {"exif": Image.Exif().tobytes()}, {"subsampling": 0}]
+    checked = 0
+    for mode in ("RGB", "L", "CMYK"):
+        for options in variants + [{"quality": 50, "optimize": True}]:
+            buffer = io.BytesIO()
+            pixels.convert(mode).save(buffer, "JPEG", **options)
+            data = buffer.getvalue()
+            header, image = jpeg_header(data), open_image(data)
+            assert header is not None
+            assert (header.width, header.height) == image.size
+            assert (header.components == 3) == (image.mode == "RGB")
+            assert header.scan_start == image.fp.tell()
+            checked += 1
+    buffer = io.BytesIO()
+    pixels.save(buffer, "PNG")
+    assert jpeg_header(buffer.getvalue()) is None and jpeg_header(b"\xff\xd8\xff") is None
+    assert checked == 15

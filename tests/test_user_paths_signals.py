@@ -68,6 +68,36 @@ def test_sigterm_stops_a_conversion_like_ctrl_c(slow_raw, tmp_path):  # noqa: F8
     _wait_group_gone(proc.pid)
 
 
+def test_kill_9_of_a_conversion_is_silent_and_clean_only_removes_its_leftovers(
+    slow_raw,  # noqa: F811
+    tmp_path,
+):
+    """kill -9 of a 2-worker conversion's launcher: its workers end with it without a line
+    (they printed a hundred lines of gRPC tracebacks); `convert --clean-only` then removes the
+    staging folder it left, converting nothing, and says so; a second call finds nothing."""
+    out = tmp_path / "omniglot"
+    proc = _start(_convert_cmd(slow_raw, out, *SLOW))
+    staging = _wait_pipeline_running(out, proc)
+    os.kill(proc.pid, signal.SIGKILL)  # the launcher only: its workers are left orphaned
+    stdout, stderr = proc.communicate(timeout=STOPS_WITHIN_S * 3)
+    _wait_group_gone(proc.pid)
+    assert _said(stdout, stderr) == [], stderr[-3000:]
+    assert staging.is_dir() and not out.exists()
+    cleaned = _run(
+        [sys.executable, "-m", "beam_pipelines.convert", "--clean-only", "--output", str(out)]
+    )
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert cleaned.stdout.strip() == f"cleaned {out}: 1 leftover(s) of killed runs removed"
+    assert cleaned.stderr.strip() == (
+        f"removed {staging}: left by a conversion that did not finish"
+    )
+    assert not _staging(out) and not out.exists()
+    again = _run(
+        [sys.executable, "-m", "beam_pipelines.convert", "--clean-only", "--output", str(out)]
+    )
+    assert again.stdout.strip() == f"cleaned {out}: nothing left over by killed runs"
+
+
 @pytest.fixture(scope="module")
 def small_dataset(tmp_path_factory) -> Path:
     return write_dataset(tmp_path_factory.mktemp("signals") / "toy", per_class=(12,) * 15).root

@@ -6,12 +6,15 @@ stream) and a worker reads its members with `read_tar_members`: it re-opens the 
 seeks forward member by member. A forward seek in a gzip/bz2/xz stream decompresses and
 discards, so one unit costs one decompression up to its last member; units made of members
 that are contiguous in the archive keep the total cost at a few passes over the archive.
+An archive may be a local file or an object in storage (a URL: read as a stream of large
+ranged reads, episodes.records.storage_paths.open_binary).
 """
 
 from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import sys
 import tarfile
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from beam_pipelines.sources.base import LayoutError
+from episodes.records.storage_paths import is_remote, open_binary
 
 # Errors a damaged compressed stream or archive raises while being read.
 STREAM_ERRORS = (
@@ -46,9 +50,25 @@ class TarMember:
     size: int
 
 
+STREAM_BUFFER_BYTES = 8 * 2**20  # what one read of an archive object fetches
+
+
+def open_archive_file(path: str | Path, buffer_bytes: int = STREAM_BUFFER_BYTES) -> BinaryIO:
+    """A seekable binary stream of a local file or of an object (`path` a URL)."""
+    return open_binary(str(path), buffer_bytes=buffer_bytes)
+
+
+def archive_size(path: str | Path) -> int:
+    """The size in bytes of a local file or an object."""
+    if is_remote(path):
+        with open_archive_file(path, 2**16) as stream:
+            return stream.seek(0, io.SEEK_END)
+    return Path(path).stat().st_size
+
+
 def compression_of(path: str | Path) -> str | None:
     """'gzip', 'bz2', 'xz' or None (uncompressed), from the file's magic bytes."""
-    with open(path, "rb") as stream:
+    with open_archive_file(path, 2**16) as stream:
         head = stream.read(6)
     if head[:2] == b"\x1f\x8b":
         return "gzip"
@@ -59,21 +79,22 @@ def compression_of(path: str | Path) -> str | None:
     return None
 
 
-def open_decompressed(path: str | Path) -> BinaryIO:
+@contextmanager
+def open_decompressed(path: str | Path) -> Iterator[BinaryIO]:
     """The file's uncompressed byte stream (forward seeks decompress and discard)."""
+    openers = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}
     kind = compression_of(path)
-    if kind == "gzip":
-        return gzip.open(path, "rb")
-    if kind == "bz2":
-        return bz2.open(path, "rb")
-    if kind == "xz":
-        return lzma.open(path, "rb")
-    return open(path, "rb")
+    with open_archive_file(path) as raw:
+        if kind is None:
+            yield raw
+            return
+        with openers[kind](raw, "rb") as stream:
+            yield stream
 
 
 def announce(path: str | Path, action: str) -> None:
     """One stderr line before a pass over a large archive (planning can take seconds)."""
-    size = Path(path).stat().st_size
+    size = archive_size(path)
     if size >= _ANNOUNCE_BYTES:
         print(f"{action} {path} ({size / 2**20:,.0f} MiB) ...", file=sys.stderr, flush=True)
 
@@ -83,7 +104,7 @@ def list_tar_members(path: str | Path) -> list[TarMember]:
     announce(path, "listing")
     members = []
     try:
-        with tarfile.open(path, mode="r|*") as archive:
+        with open_archive_file(path) as raw, tarfile.open(fileobj=raw, mode="r|*") as archive:
             for info in archive:
                 if info.isfile():
                     members.append(TarMember(info.name, info.offset_data, info.size))
@@ -122,7 +143,7 @@ def read_named_tar_members(path: str | Path, names: Sequence[str]) -> dict[str, 
     announce(path, "reading")
     wanted, found = set(names), {}
     try:
-        with tarfile.open(path, mode="r|*") as archive:
+        with open_archive_file(path) as raw, tarfile.open(fileobj=raw, mode="r|*") as archive:
             for info in archive:
                 if info.name in wanted and info.isfile():
                     handle = archive.extractfile(info)
@@ -138,7 +159,7 @@ def read_named_tar_members(path: str | Path, names: Sequence[str]) -> dict[str, 
 def zip_names(path: str | Path) -> list[str]:
     """Names of the regular files of a zip archive."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_archive_file(path, 2**20) as raw, zipfile.ZipFile(raw) as archive:
             return [n for n in archive.namelist() if not n.endswith("/")]
     except (zipfile.BadZipFile, OSError) as exc:
         raise LayoutError(f"{path}: not a readable zip archive ({exc})") from None
@@ -147,12 +168,12 @@ def zip_names(path: str | Path) -> list[str]:
 @contextmanager
 def open_file_or_zip_member(path: str, member: str | None = None) -> Iterator[BinaryIO]:
     """A binary stream of a plain file (`member` None) or of one member of the zip at `path`."""
-    if member is None:
-        with open(path, "rb") as stream:
+    with open_archive_file(path) as raw:
+        if member is None:
+            yield raw
+            return
+        with zipfile.ZipFile(raw) as archive, archive.open(member) as stream:
             yield stream
-        return
-    with zipfile.ZipFile(path) as archive, archive.open(member) as stream:
-        yield stream
 
 
 def describe(path: str | Path, member: str | None = None) -> str:

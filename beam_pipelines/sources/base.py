@@ -45,11 +45,14 @@ class ClassInfo:
 class WorkUnit:
     """An independently readable piece of raw data (a folder, an archive member list, a file).
 
-    `payload` is source-specific and must be picklable; `expected_items` feeds progress/ETA."""
+    `payload` is source-specific and must be picklable; `expected_items` feeds progress/ETA.
+    `whole_class`: the class of every item of this unit, when no other unit holds items of it;
+    the writer then writes that class file while reading the unit (no spill, no shuffle)."""
 
     key: str
     payload: Any
     expected_items: int = 0
+    whole_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,16 @@ class ConversionPlan:
         if ranks != sorted(ranks):
             raise ValueError(
                 f"plan for {self.dataset_name}: class ids must be contiguous with train < valid < test"
+            )
+        whole = [u.whole_class for u in self.units if u.whole_class is not None]
+        unknown = sorted(set(whole) - set(names))
+        repeated = (
+            sorted({c for c in whole if whole.count(c) > 1}) if len(set(whole)) < len(whole) else []
+        )
+        if unknown or repeated:
+            raise ValueError(
+                f"plan for {self.dataset_name}: whole-class units must each hold a planned class "
+                f"no other unit holds (unknown {unknown[:5]}, in several units {repeated[:5]})"
             )
 
     @property

@@ -32,7 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from beam_pipelines.sources.archive_members import describe, read_named_tar_members
+from beam_pipelines.sources.archive_members import (
+    archive_size,
+    describe,
+    read_named_tar_members,
+)
 from beam_pipelines.sources.base import (
     ClassInfo,
     ConversionPlan,
@@ -50,6 +54,7 @@ from beam_pipelines.sources.fraction_split import (
 from beam_pipelines.sources.raw_downloads import Published
 from beam_pipelines.sources.source_config import option
 from episodes.records.dataset_spec import Split
+from episodes.records.storage_paths import input_location, is_remote, join
 
 ROOT = "cifar-100-python"
 ARCHIVE = "cifar-100-python.tar.gz"
@@ -112,8 +117,16 @@ _CACHE_LOCK = threading.Lock()
 
 
 def _stamp(path: str) -> tuple:
+    """What identifies a version of the archive or folder at `path` (an object's size; a local
+    file's size and modification time)."""
+    if is_remote(path):
+        return (path, archive_size(path) if not _is_folder(path) else None)
     stat = Path(path).stat()
     return (path, stat.st_size, stat.st_mtime_ns)
+
+
+def _is_folder(path: str) -> bool:
+    return input_location(path).is_dir()
 
 
 def _remember(key: tuple, value: dict[str, Any]) -> None:
@@ -127,7 +140,8 @@ def _remember(key: tuple, value: dict[str, Any]) -> None:
 def _read_parts(kind: str, path: str, names: list[str]) -> dict[str, bytes]:
     """Raw bytes of `train` / `test` / `meta` from the folder or the archive (one pass)."""
     if kind == "folder":
-        return {n: (Path(path) / n).read_bytes() for n in names if (Path(path) / n).is_file()}
+        folder = input_location(path)
+        return {n: (folder / n).read_bytes() for n in names if (folder / n).is_file()}
     found = read_named_tar_members(path, [f"{ROOT}/{n}" for n in names])
     return {n.rsplit("/", 1)[-1]: data for n, data in found.items()}
 
@@ -199,6 +213,7 @@ class Cifar100Source(Source):
     layout = f"{ARCHIVE} or the extracted {ROOT}/ folder with train, test and meta pickles"
     default_image_format = "png"
     default_mode = "RGB"
+    remote_input = True  # listed and read through episodes.records.storage_paths
 
     config_class = Cifar100Config
     # TFDS registers only cifar-100-binary.tar.gz, which this source does not read. The python
@@ -235,7 +250,7 @@ class Cifar100Source(Source):
         )
 
     def plan(self, input_path: Path) -> ConversionPlan:
-        input_path = Path(input_path)
+        input_path = input_location(input_path)  # a local Path or a listed object-store folder
         rows_per_unit = self.config.cifar100_rows_per_unit
         kind, path = self._locate(input_path)
         raw = _read_parts(kind, str(path), ["meta", *PARTS])
@@ -325,7 +340,7 @@ class Cifar100Source(Source):
         kind, path, part, start, stop, fine_bytes, skip, names = unit.payload
         fine = np.frombuffer(fine_bytes, dtype=np.int16)
         data = _load_part(kind, path, part)["data"]
-        where = describe(path, f"{ROOT}/{part}") if kind == "tar" else str(Path(path) / part)
+        where = describe(path, f"{ROOT}/{part}") if kind == "tar" else join(path, part)
         skip = set(skip)
         for row in range(start, stop):
             if row in skip:

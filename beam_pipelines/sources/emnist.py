@@ -43,6 +43,7 @@ import numpy as np
 from beam_pipelines.sources.archive_members import (
     STREAM_ERRORS,
     describe,
+    open_archive_file,
     open_file_or_zip_member,
     zip_names,
 )
@@ -63,6 +64,7 @@ from beam_pipelines.sources.fraction_split import (
 from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import ConfigError, option
 from episodes.records.dataset_spec import Split
+from episodes.records.storage_paths import input_location
 
 SIDE = 28
 IMAGE_MAGIC, LABEL_MAGIC = 2051, 2049
@@ -117,6 +119,11 @@ def _inventory(input_path: Path) -> tuple[dict[tuple, Location], dict[str, Locat
         for member in sorted(zip_names(archive)):
             add(member, (str(archive), member))
     return files, mappings, seen
+
+
+def _is_zip(path: Path) -> bool:
+    with open_archive_file(str(path), 2**16) as raw:
+        return zipfile.is_zipfile(raw)
 
 
 def _read_mapping(location: Location) -> dict[int, str]:
@@ -240,6 +247,7 @@ class EmnistSource(Source):
     )
     default_image_format = "png"
     default_mode = "L"
+    remote_input = True  # listed and read through episodes.records.storage_paths
 
     config_class = EmnistConfig
 
@@ -259,7 +267,7 @@ class EmnistSource(Source):
                     f"split {split!r} (emnist-{split}-*-ubyte.gz; choose with --emnist-split)"
                 )
             input_path = input_path.parent
-        elif input_path.is_file() and not zipfile.is_zipfile(input_path):
+        elif input_path.is_file() and not _is_zip(input_path):
             raise LayoutError(f"{input_path}: not a folder or zip; expected {self.layout}")
         files, mappings, seen = _inventory(input_path)
         if not files:
@@ -307,7 +315,7 @@ class EmnistSource(Source):
         return first, names, describe(*mapping_location)
 
     def plan(self, input_path: Path) -> ConversionPlan:
-        input_path = Path(input_path)
+        input_path = input_location(input_path)  # a local Path or a listed object-store folder
         split, parts = self.config.emnist_split, self.config.parts
         rows_per_unit, transpose = self.config.emnist_rows_per_unit, self.config.idx_transpose
         files, mapping_location = self._locate(input_path, split, parts)

@@ -65,12 +65,12 @@ from episodes.hierarchy.wordnet import (
     read_imagenet_is_a,
     read_wordnet,
 )
+from episodes.records.parallel_reads import read_in_order
 from episodes.records.storage_paths import (
     input_location,
     is_remote,
     list_objects,
     open_binary,
-    read_bytes,
 )
 from episodes.util.progress_lines import ProgressLines
 
@@ -383,7 +383,7 @@ class IlsvrcSource(Source):
                 skip = tuple(sorted(n for n in names if (wnid, n) in removed))
                 expected = len(names) - len(skip)
             classes.append(ClassInfo(wnid, split))
-            units.append(WorkUnit(wnid, (wnid, *location, skip), expected))
+            units.append(WorkUnit(wnid, (wnid, *location, skip), expected, whole_class=wnid))
         return ConversionPlan(
             source=self.name,
             dataset_name="ilsvrc_2012",
@@ -417,14 +417,11 @@ class IlsvrcSource(Source):
         if kind == "folder":
             remote = is_remote(path)
             names = sorted(n for n in list_objects(path) if "/" not in n) if remote else None
-            for name in names if remote else sorted(os.listdir(path)):
-                if name in skip:
-                    continue
-                file = f"{path}/{name}" if remote else os.path.join(path, name)
-                try:
-                    data = read_bytes(file)
-                except OSError as exc:
-                    yield RawItem(wnid, name, file, error=f"unreadable: {exc.strerror or exc}")
+            names = [n for n in (names if remote else sorted(os.listdir(path))) if n not in skip]
+            files = [f"{path}/{n}" if remote else os.path.join(path, n) for n in names]
+            for name, file, data in zip(names, files, read_in_order(files)):
+                if isinstance(data, OSError):
+                    yield RawItem(wnid, name, file, error=f"unreadable: {data.strerror or data}")
                     continue
                 yield RawItem(wnid, name, file, data=data)
             return

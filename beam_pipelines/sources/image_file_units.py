@@ -13,7 +13,7 @@ from pathlib import Path
 
 from beam_pipelines.sources.base import RawItem, WorkUnit
 from beam_pipelines.sources.folder_entries import list_entries
-from episodes.records.storage_paths import read_bytes
+from episodes.records.parallel_reads import read_in_order
 
 Box = tuple[int, int, int, int]
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".bmp", ".gif", ".tif", ".tiff", ".webp")
@@ -37,24 +37,28 @@ def file_units(class_files: Mapping[str, Sequence[FileEntry]], chunk: int = 5000
         entries = sorted(entries, key=lambda e: e.key)
         for start in range(0, len(entries), chunk):
             part = tuple(entries[start : start + chunk])
-            key = class_name if len(entries) <= chunk else f"{class_name}#{start // chunk:05d}"
-            units.append(WorkUnit(key, (class_name, part), len(part)))
+            if len(entries) <= chunk:
+                units.append(WorkUnit(class_name, (class_name, part), len(part), class_name))
+            else:
+                key = f"{class_name}#{start // chunk:05d}"
+                units.append(WorkUnit(key, (class_name, part), len(part)))
     return units
 
 
 def read_file_unit(unit: WorkUnit) -> Iterator[RawItem]:
-    """RawItems of a unit made by `file_units`; unreadable files become error items."""
+    """RawItems of a unit made by `file_units`, in entry order (objects in storage: several
+    read at once); unreadable files become error items."""
     class_name, entries = unit.payload
+    readable = [entry for entry in entries if not entry.error]
+    contents = read_in_order(entry.path for entry in readable)
     for entry in entries:
         if entry.error:
             yield RawItem(class_name, entry.key, entry.path, error=entry.error)
             continue
-        try:
-            data = read_bytes(entry.path)
-        except OSError as exc:
-            yield RawItem(
-                class_name, entry.key, entry.path, error=f"unreadable: {exc.strerror or exc}"
-            )
+        data = next(contents)
+        if isinstance(data, OSError):
+            reason = f"unreadable: {data.strerror or data}"
+            yield RawItem(class_name, entry.key, entry.path, error=reason)
             continue
         yield RawItem(class_name, entry.key, entry.path, data=data, crop_box=entry.crop_box)
 

@@ -60,6 +60,8 @@ from beam_pipelines.sources.fraction_split import (
 from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import option
 from episodes.records.dataset_spec import Split
+from episodes.records.parallel_reads import read_in_order
+from episodes.records.storage_paths import input_location
 
 # variant -> (archive name, root folder inside it / extracted folder name)
 VARIANTS = {
@@ -146,6 +148,7 @@ class LfwSource(Source):
     )
     default_image_format = "jpeg"
     default_mode = "RGB"
+    remote_input = True  # listed and read through episodes.records.storage_paths
     downloads = (TfdsRegistered("lfw", "lfw.tgz"),)  # TFDS's lfw/checksums.tsv; read as is
 
     config_class = LfwConfig
@@ -198,7 +201,7 @@ class LfwSource(Source):
         return variant, *found[variant]
 
     def plan(self, input_path: Path) -> ConversionPlan:
-        input_path = Path(input_path)
+        input_path = input_location(input_path)  # a local Path or a listed object-store folder
         min_images, per_unit = self.config.lfw_min_images, self.config.lfw_images_per_unit
         variant, kind, path = self._locate(input_path)
         root = VARIANTS[variant][1]
@@ -220,7 +223,12 @@ class LfwSource(Source):
         kept = sorted(kept, key=lambda n: (order[splits[n]], sklearn_order(n)))
         if kind == "folder":
             units = [
-                WorkUnit(name, ("folder", str(path), name, tuple(people[name])), len(people[name]))
+                WorkUnit(
+                    name,
+                    ("folder", str(path), name, tuple(people[name])),
+                    len(people[name]),
+                    whole_class=name,
+                )
                 for name in kept
             ]
         else:
@@ -279,12 +287,10 @@ class LfwSource(Source):
     def read_unit(self, unit: WorkUnit) -> Iterator[RawItem]:
         if unit.payload[0] == "folder":
             _, _, class_name, files = unit.payload
-            for file in files:
-                key = Path(file).name
-                try:
-                    data = Path(file).read_bytes()
-                except OSError as exc:
-                    yield RawItem(class_name, key, file, error=f"unreadable: {exc}")
+            for file, data in zip(files, read_in_order(files)):  # objects: several at once
+                key = file.rsplit("/", 1)[-1]
+                if isinstance(data, OSError):
+                    yield RawItem(class_name, key, file, error=f"unreadable: {data}")
                     continue
                 yield self._item(class_name, key, file, data)
             return

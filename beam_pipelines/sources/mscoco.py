@@ -23,7 +23,7 @@ from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSo
 from beam_pipelines.sources.published_splits import ListedSplitConfig
 from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import option
-from episodes.records.storage_paths import read_bytes
+from episodes.records.parallel_reads import read_in_order
 
 ANNOTATIONS = ("annotations/instances_train2017.json", "instances_train2017.json")
 WRAPPERS = ("mscoco", "coco")
@@ -135,11 +135,10 @@ class MSCOCOSource(ListedSplitSource):
         )
 
     def read_unit(self, unit: WorkUnit) -> Iterator[RawItem]:
-        for path, instances in unit.payload:
-            try:
-                data = read_bytes(path)
-            except OSError as exc:
-                data, reason = None, f"unreadable: {exc.strerror or exc}"
+        paths = [path for path, _ in unit.payload]
+        for (path, instances), data in zip(unit.payload, read_in_order(paths)):
+            if isinstance(data, OSError):
+                data, reason = None, f"unreadable: {data.strerror or data}"
             for class_name, key, box, error in instances:
                 where = f"{path}#{key.split('_')[1].lstrip('0') or '0'}"
                 if error or data is None:

@@ -31,7 +31,8 @@ from beam_pipelines.sources.folder_entries import Skipped, list_entries
 from beam_pipelines.sources.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.source_config import SourceConfig, option
 from episodes.records.dataset_spec import Split
-from episodes.records.storage_paths import ObjectPath, input_location, open_binary, read_bytes
+from episodes.records.parallel_reads import read_in_order
+from episodes.records.storage_paths import ObjectPath, input_location, join, open_binary
 
 PARTS = ("images_background", "images_evaluation")
 NUM_VALID_ALPHABETS = 5
@@ -166,8 +167,15 @@ class OmniglotSource(Source):
             for char, files in trees[part][alphabet].items():
                 class_name = f"{alphabet}-{char}"
                 classes.append(ClassInfo(class_name, alphabet_split[alphabet], alphabet))
+                if kind == "folder":  # names below the part folder: a smaller plan to ship
+                    files = [f[len(str(path)) + 1 :] for f in files]
                 units.append(
-                    WorkUnit(class_name, (class_name, kind, str(path), tuple(files)), len(files))
+                    WorkUnit(
+                        class_name,
+                        (class_name, kind, str(path), tuple(files)),
+                        len(files),
+                        whole_class=class_name,
+                    )
                 )
         return ConversionPlan(
             source=self.name,
@@ -188,12 +196,11 @@ class OmniglotSource(Source):
 
     def read_unit(self, unit: WorkUnit) -> Iterator[RawItem]:
         class_name, kind, path, files = unit.payload
-        if kind == "folder":
-            for file in files:
-                try:
-                    data = read_bytes(file)
-                except OSError as exc:
-                    yield RawItem(class_name, Path(file).name, file, error=f"unreadable: {exc}")
+        if kind == "folder":  # objects in storage: several read at once, yielded in order
+            files = [join(path, name) for name in files]
+            for file, data in zip(files, read_in_order(files)):
+                if isinstance(data, OSError):
+                    yield RawItem(class_name, Path(file).name, file, error=f"unreadable: {data}")
                     continue
                 yield RawItem(class_name, Path(file).name, file, data=data)
         else:

@@ -21,6 +21,8 @@ Choices:
 
 from __future__ import annotations
 
+import re
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,9 +44,20 @@ from beam_pipelines.sources.fraction_split import (
 from beam_pipelines.sources.source_config import flag_of, option
 from episodes.records.dataset_spec import Split
 from episodes.records.example_proto import ExampleDecodeError, decode_example
+from episodes.records.storage_paths import (
+    is_remote,
+    join,
+    list_objects,
+    open_binary,
+    read_bytes,
+)
 from episodes.records.tfrecord_io import iter_frames
 
 FORMATS = ("tfrecord", "array_record")
+
+
+SHARD_READ_BYTES = 8 * 2**20  # one read of a shard object
+SHARD_NAME = re.compile(r"\.(tfrecord|array_record)-\d+-of-\d+$")
 
 
 def dataset_name_of(source: str | None) -> str:
@@ -57,7 +70,7 @@ def dataset_name_of(source: str | None) -> str:
 def _tfrecord_payloads(path: str) -> Iterator[tuple[bytes | None, str | None]]:
     """(payload, None) per record, (payload, reason) for a record that fails its CRC; a broken
     frame raises CorruptRecordError (the caller rejects the records it did not get)."""
-    with open(path, "rb") as stream:
+    with open_binary(path, buffer_bytes=SHARD_READ_BYTES) as stream:  # a file or an object
         for index, (_, payload, ok) in enumerate(iter_frames(stream, where=path)):
             yield payload, None if ok else f"record {index}: payload CRC mismatch"
 
@@ -92,6 +105,7 @@ class TfdsSource(Source):
     layout = "a TFDS data dir holding NAME/[config/]version/ prepared by tfds (never downloaded)"
     default_image_format = "png"
     default_mode = "RGB"
+    remote_input = True  # a data dir in object storage: TFRecord shards (see _remote_builder)
 
     config_class = TfdsConfig
 
@@ -149,12 +163,55 @@ class TfdsSource(Source):
             chosen.append(key)
         return chosen[0], chosen[1], images[chosen[0]], labels[chosen[1]]
 
+    def _remote_builder(self, name: str, data_dir: str, local: Path):
+        """A dataset prepared under an object-store data dir: the metadata files of its version
+        folder (all but the shards) copied into `local` and opened there with
+        `tfds.builder_from_directory` (TFDS opens only the paths TensorFlow's file systems know,
+        and no s3:// without tensorflow-io); the shards stay where they are, read by the
+        workers. Returns the builder and the version folder's URL."""
+        import tensorflow_datasets as tfds
+
+        base, _, version = name.partition(":")
+        try:
+            names = list_objects(join(data_dir, base))
+        except OSError as exc:
+            raise LayoutError(f"{data_dir}: cannot list it ({exc.strerror})") from None
+        versions = sorted(
+            (n.rpartition("/")[0] for n in names if n.rpartition("/")[2] == "dataset_info.json"),
+            key=lambda v: tuple(int(x) if x.isdigit() else -1 for x in v.split("/")[-1].split(".")),
+        )
+        if version:
+            versions = [v for v in versions if v.split("/")[-1] == version]
+        if not versions:
+            raise LayoutError(
+                f"{data_dir}: TFDS dataset {name!r} is not prepared there (no {base}/[config/]"
+                f"version/dataset_info.json); prepare it first with `tfds build {base} "
+                f"--data_dir DIR` and copy DIR there (this converter never downloads)"
+            )
+        chosen = versions[-1]
+        remote = join(data_dir, base, chosen) if chosen else join(data_dir, base)
+        prefix = f"{chosen}/" if chosen else ""
+        for relative in names:
+            file = relative[len(prefix) :] if relative.startswith(prefix) else None
+            if file and "/" not in file and not SHARD_NAME.search(file):
+                (local / file).write_bytes(read_bytes(join(remote, file)))
+        return tfds.builder_from_directory(str(local)), remote
+
     def plan(self, input_path: Path) -> ConversionPlan:
         if not self.config.tfds_name:
             raise LayoutError("--source tfds: expected tfds:NAME, e.g. tfds:mnist")
+        data_dir = self.config.tfds_data_dir or input_path
+        if is_remote(data_dir):
+            with tempfile.TemporaryDirectory(prefix="fewshot-tfds-") as local:
+                builder, remote = self._remote_builder(
+                    self.config.tfds_name, str(data_dir), Path(local)
+                )
+                return self._plan(builder, remote)
+        return self._plan(self._builder(self.config.tfds_name, Path(data_dir)), None)
+
+    def _plan(self, builder, remote: str | None) -> ConversionPlan:
+        """The plan of an opened builder; `remote`: the URL its shards lie under, if remote."""
         name = self.config.tfds_name
-        data_dir = Path(self.config.tfds_data_dir or input_path)
-        builder = self._builder(name, data_dir)
         image_key, label_key, image_feature, label_feature = self._features(builder)
         file_format = str(getattr(builder.info.file_format, "value", builder.info.file_format))
         if file_format not in FORMATS:
@@ -171,12 +228,22 @@ class TfdsSource(Source):
                 f"{builder.name} has {available}"
             )
         names = list(label_feature.names)
+        shards = set(list_objects(remote)) if remote is not None else set()
         units = []
         for split in chosen:
             start = 0
             for shard, instruction in enumerate(builder.info.splits[split].file_instructions):
                 filename = str(instruction.filename)
-                if not Path(filename).is_file():
+                if remote is not None:  # the shard beside the metadata, in the store
+                    filename = join(remote, Path(filename).name)
+                    if file_format != "tfrecord":
+                        raise LayoutError(
+                            f"{remote}: {file_format} shards are read from local files only; "
+                            "copy the prepared dataset to a local folder"
+                        )
+                    if Path(filename).name not in shards:
+                        raise LayoutError(f"{filename}: shard of {builder.name} {split} not found")
+                elif not Path(filename).is_file():
                     raise LayoutError(f"{filename}: shard of {builder.name} {split} not found")
                 payload = (
                     file_format,
@@ -211,7 +278,7 @@ class TfdsSource(Source):
             units=units,
             image_options=image_options,
             provenance={
-                "input": str(Path(builder.data_dir).resolve()),
+                "input": remote or str(Path(builder.data_dir).resolve()),
                 "tfds_name": name,
                 "tfds_version": str(builder.info.version),
                 "tfds_splits": chosen,

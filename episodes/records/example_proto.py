@@ -7,6 +7,7 @@ same features always give the same bytes (protobuf map order is otherwise unspec
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Mapping, Sequence
 
@@ -171,9 +172,43 @@ def decode_example(data: bytes) -> dict[str, list]:
     return features
 
 
+_IMAGE_KEY = _len_delimited(1, b"image")
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_entry(label: int) -> bytes:
+    """The `label` map entry of a record of class `label` (the same bytes for every record)."""
+    return _len_delimited(
+        1, _len_delimited(1, b"label") + _len_delimited(2, _encode_feature([label]))
+    )
+
+
 def encode_image_example(image: bytes, label: int) -> bytes:
-    """The converted-dataset record: `image` (encoded bytes) and `label` (int64 class id)."""
-    return encode_example({"image": image, "label": [int(label)]})
+    """The converted-dataset record: `image` (encoded bytes) and `label` (int64 class id).
+    The bytes of `encode_example({"image": image, "label": [label]})`."""
+    return b"".join(image_example_pieces(image, label))
+
+
+def image_example_pieces(image: bytes, label: int) -> tuple[bytes, bytes, bytes]:
+    """`encode_image_example` as (head, image, tail), built from the fixed pieces around the
+    image without copying it (a conversion encodes one record per image)."""
+    image = bytes(image)
+    n = len(image)
+    bytes_list = 1 + len(_varint(n)) + n  # BytesList{value: image}
+    feature = 1 + len(_varint(bytes_list)) + bytes_list  # Feature{bytes_list}
+    entry = len(_IMAGE_KEY) + 1 + len(_varint(feature)) + feature
+    tail = _label_entry(int(label))
+    entries = 1 + len(_varint(entry)) + entry + len(tail)
+    head = b"".join(
+        (
+            b"\n" + _varint(entries),
+            b"\n" + _varint(entry),
+            _IMAGE_KEY + b"\x12" + _varint(feature),
+            b"\n" + _varint(bytes_list),
+            b"\n" + _varint(n),
+        )
+    )
+    return head, image, tail
 
 
 def decode_image_example(data: bytes) -> tuple[bytes, int]:

@@ -13,8 +13,9 @@ Object stores have no folders and no rename, so:
     memory, multipart uploads aborted on failure); a failed job's staging prefix and its open
     uploads are removed (`discard_prefix`), and a later run to the same output removes what
     killed runs left (`remove_remote_leftovers`);
-  - object reads on S3 and GCS go through one client per process and thread, and a ranged
-    read (`open_binary(url, buffer_bytes)`) fetches that much, not Beam's 16 MiB.
+  - object reads on S3 and GCS go through one client per process and thread; a whole object is
+    one GET (`read_bytes`; episodes.records.parallel_reads keeps several in flight), and a
+    ranged read (`open_binary(url, buffer_bytes)`) fetches that much, not Beam's 16 MiB.
 """
 
 from __future__ import annotations
@@ -171,23 +172,57 @@ def _s3_client() -> Any:
     return _s3io().client.client
 
 
+def _s3_settings() -> tuple[Any, tuple]:
+    """The options Beam's own FileSystems.get_filesystem hands to a file system, and the S3
+    settings among them (what a client depends on)."""
+    from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+    from apache_beam.options.value_provider import RuntimeValueProvider
+
+    options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
+    if not isinstance(options, PipelineOptions):  # a plain dict on some runners' workers
+        return options, tuple((options or {}).get(name) for name in _S3_FIELDS)
+    known = _S3_SETTINGS.get(id(options))
+    if known is None or known[0] is not options:
+        # `view_as` parses every Beam option anew (milliseconds): once per options object,
+        # not once per object read
+        s3 = options.view_as(S3Options)
+        known = (options, tuple(getattr(s3, name) for name in _S3_FIELDS))
+        with _CLIENTS_LOCK:
+            _S3_SETTINGS.clear()
+            _S3_SETTINGS[id(options)] = known
+    return known
+
+
+_S3_SETTINGS: dict[int, tuple[Any, tuple]] = {}  # id(options) -> (options, settings)
+
+
 def _s3io() -> Any:
     """One S3 client per process, thread and options. Beam's S3FileSystem builds a new boto3
     client for every open (about 0.4 s each here), which would dominate per-image reads; one
     per thread, since Beam's client keeps the state of its current download (threads sharing
     it interleave their ranged reads: fetch's threads, the progress thread)."""
     from apache_beam.io.aws import s3io
-    from apache_beam.options.pipeline_options import PipelineOptions, S3Options
-    from apache_beam.options.value_provider import RuntimeValueProvider
 
-    # The options Beam's own FileSystems.get_filesystem hands to a file system.
-    options = FileSystems._pipeline_options or RuntimeValueProvider.runtime_options
-    if isinstance(options, PipelineOptions):
-        s3 = options.view_as(S3Options)
-        settings = tuple(getattr(s3, name) for name in _S3_FIELDS)
-    else:  # a plain dict on some runners' workers
-        settings = tuple((options or {}).get(name) for name in _S3_FIELDS)
+    options, settings = _s3_settings()
     return _client_of_this_thread(_S3IO_CACHE, settings, lambda: s3io.S3IO(options=options))
+
+
+_SHARED_S3_CLIENTS: dict[tuple, Any] = {}
+
+
+def _shared_s3_client() -> Any:
+    """One boto3 client per process and options for whole-object GETs, shared by threads (a
+    boto3 client is thread-safe; Beam's wrapper, with its download state, is not): the reading
+    threads of episodes.records.parallel_reads would otherwise build one each, 0.4 s apiece."""
+    from apache_beam.io.aws import s3io
+
+    options, settings = _s3_settings()
+    key = (os.getpid(), settings)
+    with _CLIENTS_LOCK:
+        if key not in _SHARED_S3_CLIENTS:
+            _SHARED_S3_CLIENTS.clear()  # another process's (forked) or other options'
+            _SHARED_S3_CLIENTS[key] = s3io.S3IO(options=options).client.client
+        return _SHARED_S3_CLIENTS[key]
 
 
 def _client_of_this_thread(cache: dict[tuple, Any], settings: Any, make: Callable[[], Any]) -> Any:
@@ -252,10 +287,20 @@ def open_binary(path: str, buffer_bytes: int | None = None) -> IO[bytes]:
 
 
 def read_bytes(path: str) -> bytes:
-    """The bytes of a local file or an object; store errors become OSError (naming the URL)."""
+    """The bytes of a local file or an object; store errors become OSError (naming the URL).
+    An S3 or GCS object is fetched with one GET (Beam's reader first asks for its size: a
+    second request per object, which doubled the cost of reading small images)."""
     if not is_remote(path):
-        return Path(path).read_bytes()
+        with open(path, "rb") as stream:
+            return stream.read()
     try:
+        scheme = FileSystems.get_scheme(path)
+        if scheme == "s3":
+            bucket, key = bucket_and_key(path)
+            return _shared_s3_client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        if scheme == "gs":
+            bucket, key = bucket_and_key(path)
+            return _gcsio().client.bucket(bucket).blob(key).download_as_bytes()
         with _open_object(path, "rb") as stream:
             return stream.read()
     except Exception as exc:
@@ -272,11 +317,18 @@ def create_stream(url: str) -> IO[bytes]:
         raise OSError(errno.EIO, f"cannot create ({_reason(exc)})", url) from None
 
 
+def create_local_file(path: str | os.PathLike) -> IO[bytes]:
+    """A new local file for writing, its folders made first (what Beam's local FileSystems.create
+    does, without its per-call overhead: a conversion creates several files per class)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return open(path, "wb")
+
+
 def write_bytes(path: str, data: bytes) -> None:
     """Write one whole file or object (a store makes an object visible only once its upload
-    completed); local paths go through Beam's FileSystems as before."""
+    completed)."""
     if not is_remote(path):
-        with FileSystems.create(path) as out:
+        with create_local_file(path) as out:
             out.write(data)
         return
     with _open_object(path, "wb") as out:

@@ -8,7 +8,7 @@ u32 masked CRC32C of the payload. This is the format `tf.io.TFRecordWriter` writ
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from episodes.util.cli_errors import UserError
@@ -35,6 +35,10 @@ try:  # C implementation (fast); a dependency of the project.
         """CRC-32C (Castagnoli) of `data`."""
         return _gcrc.value(bytes(data))
 
+    def crc32c_extend(crc: int, data: bytes) -> int:
+        """CRC-32C of the bytes whose CRC is `crc` followed by `data`."""
+        return _gcrc.extend(crc, data)
+
 except ImportError:  # pragma: no cover - fallback when google-crc32c is missing
     import crcmod.predefined as _crcmod
 
@@ -43,6 +47,10 @@ except ImportError:  # pragma: no cover - fallback when google-crc32c is missing
     def crc32c(data: bytes) -> int:
         """CRC-32C (Castagnoli) of `data`."""
         return _CRC_FN(bytes(data))
+
+    def crc32c_extend(crc: int, data: bytes) -> int:
+        """CRC-32C of the bytes whose CRC is `crc` followed by `data`."""
+        return _CRC_FN(bytes(data), crc)
 
 
 _MASK_DELTA = 0xA282EAD8
@@ -66,8 +74,21 @@ __getattr__ = moved_names(__name__, {"RecordCorruptError": f"{__name__}:CorruptR
 
 def masked_crc32c(data: bytes) -> int:
     """The masked CRC used by TFRecord framing: rotate right by 15 and add a constant."""
-    crc = crc32c(data)
+    return _masked(crc32c(data))
+
+
+def _masked(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame_pieces(pieces: Sequence[bytes]) -> list[bytes]:
+    """`frame_record(b"".join(pieces))` as a list of pieces: a large payload part (an image) is
+    framed without being copied into one buffer first."""
+    crc = 0
+    for piece in pieces:
+        crc = crc32c_extend(crc, piece)
+    length = _LEN.pack(sum(len(piece) for piece in pieces))
+    return [length + _CRC.pack(masked_crc32c(length)), *pieces, _CRC.pack(_masked(crc))]
 
 
 def frame_record(payload: bytes) -> bytes:
