@@ -462,7 +462,11 @@ LEARNERS_MAY_IMPORT = ("learners", "episodes")
 # then everything else (the conversion, writer, runners, downloads), then the commands and the
 # package's `__init__` (which may prepare a starting command; no module imports it).
 BEAM_PIPELINES_LAYERS: dict[str, tuple[str, ...]] = {
-    "formats": ("beam_pipelines.image_codec", "beam_pipelines.pixel_conventions"),
+    "formats": (
+        "beam_pipelines.image_codec",
+        "beam_pipelines.jpeg_markers",
+        "beam_pipelines.pixel_conventions",
+    ),
     "sources": ("beam_pipelines.sources.*",),
     "pipeline": ("beam_pipelines.*",),
     "commands": (

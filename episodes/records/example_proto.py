@@ -19,6 +19,7 @@ __all__ = [
     "decode_image_example",
     "encode_example",
     "encode_image_example",
+    "image_example_pieces",
 ]
 
 FeatureValue = bytes | Sequence[bytes] | Sequence[int] | Sequence[float] | int | float

@@ -20,6 +20,8 @@ from episodes.records.storage_paths import is_remote, read_bytes
 READ_THREADS = 8
 IN_FLIGHT = 16
 
+__all__ = ["IN_FLIGHT", "READ_THREADS", "read_in_order"]
+
 _POOL: tuple[int, ThreadPoolExecutor] | None = None
 _POOL_LOCK = threading.Lock()
 

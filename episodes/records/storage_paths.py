@@ -46,6 +46,7 @@ __all__ = [
     "abort_open_uploads",
     "check_output_prefix",
     "copy_objects",
+    "create_local_file",
     "create_stream",
     "discard_prefix",
     "filesystem_flags",

@@ -15,10 +15,11 @@ from episodes.util.cli_errors import UserError
 from episodes.util.moved_modules import moved_names
 
 __all__ = [
+    "CorruptRecordError",
     "FOOTER_SIZE",
     "FRAME_OVERHEAD",
     "HEADER_SIZE",
-    "CorruptRecordError",
+    "frame_pieces",
     "frame_record",
     "iter_frames",
     "iter_record_offsets",
