@@ -66,8 +66,8 @@ def weights_digest(run: Path) -> str:
 
 def episodes_digest(folder: Path) -> str:
     """sha256 of an evaluation's per-episode rows, without timing columns."""
-    with open(folder / "episodes.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    with open(folder / "episodes.csv", newline="") as handle:  # '#' lines: provenance notes
+        rows = list(csv.DictReader(line for line in handle if not line.startswith("#")))
     kept = [{k: v for k, v in row.items() if "second" not in k} for row in rows]
     text = "\n".join(",".join(f"{k}={row[k]}" for k in sorted(row)) for row in kept)
     return hashlib.sha256(text.encode()).hexdigest()
