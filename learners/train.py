@@ -30,9 +30,10 @@ from typing import Any
 import torch
 
 from episodes.sampling.sampler_factory import split_file_notes
-from episodes.util.cli_errors import UserError, run_main, user_faults
+from episodes.util.cli_errors import run_main, user_fault_lines, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from episodes.util.output_overlap import refuse_overlap
+from learners import LearnerConfigError
 from learners.evaluation.episode_eval import validation_hook
 from learners.feed.episode_feed import (
     DECODE_DEVICES,
@@ -175,7 +176,8 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, taken: set[str])
         "--episodes",
         type=int,
         required=True,
-        help="training steps (episodes, or batches for multiclass methods)",
+        help="training steps the run lasts (its length; each step trains on --meta-batch "
+        "episodes, or batches for multiclass methods, per rank): a count of steps",
     )
     group.add_argument(
         "--batch-size", type=int, default=64, help="multiclass batch size (per rank)"
@@ -187,7 +189,12 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, taken: set[str])
         help="episodes (multiclass: batches) per optimiser step and rank, each its own forward "
         "pass, the loss averaged; under torchrun a step takes meta-batch x ranks",
     )
-    group.add_argument("--seed", type=int, default=0)
+    group.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random seed of the initial weights and of the training episodes or batches",
+    )
     add_config_flags(group, LearnerConfig, taken=taken)  # those the model group left
     group.add_argument(
         "--amp",
@@ -267,7 +274,9 @@ def add_method_arguments(parser: argparse.ArgumentParser, taken: set[str]) -> No
 
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("learners.train", __doc__)
-    parser.add_argument("--method", required=True, help=f"one of {', '.join(method_names())}")
+    parser.add_argument(
+        "--method", required=True, help=f"the learner to train: one of {', '.join(method_names())}"
+    )
     parser.add_argument(
         "--recipe",
         default=None,
@@ -324,11 +333,15 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     learner = learner_config_from_args(args)
     for name in ("episodes", "batch_size", "checkpoint_every", "meta_batch"):
         if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)} is too small")
+            raise LearnerConfigError(
+                f"--{name.replace('_', '-')} {getattr(args, name)} is too small"
+            )
     if args.validation_episodes < 0:
-        raise ValueError(f"--validation-episodes {args.validation_episodes}: expected >= 0")
+        raise LearnerConfigError(f"--validation-episodes {args.validation_episodes}: expected >= 0")
     if args.fix_ml_pool is not None and not is_episodic(learner.method):
-        raise ValueError("--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass")
+        raise LearnerConfigError(
+            "--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass"
+        )
     dataset = dataset_from_args(args)
     device = resolve_device(args.device)
     check_decode_device(
@@ -385,7 +398,7 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
 def rank_meta_batch(config: RunConfig, ranks: RankInfo) -> int:
     """This rank's items per step: the run's global meta-batch divided by the ranks."""
     if config.global_meta_batch < 1 or config.global_meta_batch % ranks.world_size:
-        raise ValueError(
+        raise LearnerConfigError(
             f"a meta-batch of {config.global_meta_batch} items per step does not split over "
             f"{ranks.world_size} ranks: expected a multiple of the ranks"
         )
@@ -527,7 +540,9 @@ def _validated_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespac
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         try:
             return _parsed_args(argv, ranks)
-        except (ValueError, FileNotFoundError, UserError):
+        except Exception as exc:
+            if not user_fault_lines(exc):  # a bug keeps its traceback on every rank
+                raise
             raise SystemExit(2) from None
 
 
@@ -576,7 +591,7 @@ def _train_ranks(args: argparse.Namespace, config: RunConfig, ranks: RankInfo) -
         return train(config, args.output, device, progress=progress, ranks=ranks)
 
 
-@user_faults(ValueError, FileNotFoundError)
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--list-recipes" in argv:

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from learners import LearnerConfigError
 from learners.feed.episode_batch import EpisodeTensors, Normalization, episode_to_tensors
 from learners.methods.config_fields import MethodConfig
 from learners.methods.learner_config import LearnerConfig
@@ -113,7 +114,7 @@ class Learner(nn.Module):
             m for m in self.backbone.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
         ]
         if mode == "running" and any(m.running_mean is None for m in norms):
-            raise ValueError(
+            raise LearnerConfigError(
                 f"--batch-norm running: this run was trained with --batch-norm {self.batch_norm}, "
                 "so it has no running averages"
             )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from learners import LearnerConfigError
 from learners.methods.config_fields import MethodConfig, flag_name
 from learners.methods.learner_config import LearnerConfig
 from learners.nn.backbones import canonical_backbone_name
@@ -119,7 +120,7 @@ def method_entry(name: str) -> MethodEntry:
     key = _key(name)
     key = _SPELLINGS.get(key, key)
     if key not in entries:
-        raise ValueError(f"unknown method {name!r}; expected one of {tuple(entries)}")
+        raise LearnerConfigError(f"unknown method {name!r}; expected one of {tuple(entries)}")
     return entries[key]
 
 
@@ -204,10 +205,10 @@ def learner_config(method: str, **values: Any) -> LearnerConfig:
     own_names = {f.name for f in fields(entry.options)}
     foreign = sorted(set(values) - shared_names - own_names)
     if foreign:
-        raise ValueError(foreign_options_message(foreign, entry.name))
+        raise LearnerConfigError(foreign_options_message(foreign, entry.name))
     for name, value in entry.fixed.items():
         if name in values and values[name] != value:
-            raise ValueError(
+            raise LearnerConfigError(
                 f"--method {entry.name} runs {name} {value}, not {flag_name(name)} {values[name]}"
             )
     options = entry.options(**{k: v for k, v in values.items() if k in own_names})

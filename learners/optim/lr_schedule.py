@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from learners import LearnerConfigError
+
 LR_SCHEDULES = ("constant", "exponential", "cosine-cycles")
 HORIZON_KEY = "schedule_horizon"
 BASE_LR_KEY = "schedule_base_lr"
@@ -39,7 +41,7 @@ class ScheduleConfig:
 
     def __post_init__(self) -> None:
         if self.name not in LR_SCHEDULES:
-            raise ValueError(
+            raise LearnerConfigError(
                 f"--lr-schedule {self.name}: expected one of {', '.join(LR_SCHEDULES)}"
             )
 

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from episodes.util.cli_errors import UserError
+from learners import LearnerConfigError
 
 TIMEOUT_MINUTES = 30  # a collective waiting longer than this ends the rank (no hang)
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
@@ -53,7 +54,7 @@ class RankInfo:
         if not 0 <= self.rank < self.world_size or not 0 <= self.local_rank < max(
             self.local_world_size, 1
         ):
-            raise ValueError(
+            raise LearnerConfigError(
                 f"RANK {self.rank}, WORLD_SIZE {self.world_size}, LOCAL_RANK {self.local_rank}, "
                 f"LOCAL_WORLD_SIZE {self.local_world_size}: expected 0 <= RANK < WORLD_SIZE "
                 "and 0 <= LOCAL_RANK < LOCAL_WORLD_SIZE (start the command with torchrun)"
@@ -76,12 +77,14 @@ def _env_int(name: str, environ: dict[str, str], default: int | None = None) -> 
     value = environ.get(name)
     if value is None:
         if default is None:
-            raise ValueError(f"{name} is not set: start the command with torchrun")
+            raise LearnerConfigError(f"{name} is not set: start the command with torchrun")
         return default
     try:
         return int(value)
     except ValueError:
-        raise ValueError(f"{name}={value!r}: expected an integer (set by torchrun)") from None
+        raise LearnerConfigError(
+            f"{name}={value!r}: expected an integer (set by torchrun)"
+        ) from None
 
 
 def rank_info_from_env(environ: dict[str, str] | None = None) -> RankInfo:
@@ -103,12 +106,12 @@ def rank_device(ranks: RankInfo, device: torch.device) -> torch.device:
     if not ranks.sharded or device.type != "cuda":
         return device
     if device.index is not None:
-        raise ValueError(
+        raise LearnerConfigError(
             f"--device {device}: under torchrun each rank uses cuda:LOCAL_RANK; "
             "give --device cuda or auto"
         )
     if ranks.local_rank >= torch.cuda.device_count():
-        raise ValueError(
+        raise LearnerConfigError(
             f"LOCAL_RANK {ranks.local_rank}: this machine has {torch.cuda.device_count()} GPUs; "
             "start at most that many processes per node (--nproc_per_node)"
         )
@@ -295,7 +298,7 @@ class ShardPlan:
 
     def __post_init__(self) -> None:
         if self.meta_batch < 1:
-            raise ValueError(f"--meta-batch {self.meta_batch}: expected >= 1")
+            raise LearnerConfigError(f"--meta-batch {self.meta_batch}: expected >= 1")
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank {self.rank} of {self.world_size}: expected 0 <= rank < W")
 

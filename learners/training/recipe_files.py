@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from learners import LearnerConfigError
+
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 
 
@@ -43,25 +45,27 @@ def load_recipe(name: str) -> Recipe:
     key on a malformed one."""
     path = Path(name) if name.endswith(".toml") else RECIPES_DIR / f"{name}.toml"
     if not path.is_file():
-        raise ValueError(f"--recipe {name}: no such recipe; expected one of {recipe_names()}")
+        raise LearnerConfigError(
+            f"--recipe {name}: no such recipe; expected one of {recipe_names()}"
+        )
     try:
         import tomllib  # Python 3.11+; the rest of the package runs on 3.10
     except ModuleNotFoundError:
-        raise ValueError("--recipe needs Python 3.11 or later (tomllib)") from None
+        raise LearnerConfigError("--recipe needs Python 3.11 or later (tomllib)") from None
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as error:
-        raise ValueError(f"{path}: not valid TOML ({error})") from None
+        raise LearnerConfigError(f"{path}: not valid TOML ({error})") from None
     values, sources = {}, {}
     for key, entry in data.get("options", {}).items():
         if not isinstance(entry, dict) or "value" not in entry or "source" not in entry:
-            raise ValueError(f"{path}: [options.{key}] needs a value and its source")
+            raise LearnerConfigError(f"{path}: [options.{key}] needs a value and its source")
         values[key], sources[key] = entry["value"], str(entry["source"])
     for field in ("description", "reference"):
         if not isinstance(data.get(field), str):
-            raise ValueError(f"{path}: needs a '{field}' line")
+            raise LearnerConfigError(f"{path}: needs a '{field}' line")
     if "method" not in values:
-        raise ValueError(f"{path}: needs [options.method]")
+        raise LearnerConfigError(f"{path}: needs [options.method]")
     label = (
         path.relative_to(RECIPES_DIR).with_suffix("").as_posix()
         if path.is_relative_to(RECIPES_DIR)
@@ -121,9 +125,11 @@ def apply_recipe(
     for key, value in recipe.values.items():
         action = actions.get(key)
         if action is None:
-            raise ValueError(f"recipe {recipe.name}: no flag --{key.replace('_', '-')}")
+            raise LearnerConfigError(f"recipe {recipe.name}: no flag --{key.replace('_', '-')}")
         if action.choices is not None and value not in action.choices:
-            raise ValueError(f"recipe {recipe.name}: --{key} {value} is not one of its choices")
+            raise LearnerConfigError(
+                f"recipe {recipe.name}: --{key} {value} is not one of its choices"
+            )
         action.required = False
         if _given(action, argv):
             overridden[key] = value
