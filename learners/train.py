@@ -65,6 +65,7 @@ from learners.methods.registry import (
     resolved_config,
 )
 from learners.nn.backbones import canonical_backbone_name
+from learners.optim.lr_schedule import SCHEDULE_OPTIONS, check_cycle_lengths
 from learners.optim.mixed_precision import AMP_MODES
 from learners.training.backbone_init import RECORD_KEY as INIT_FROM_KEY
 from learners.training.backbone_init import (
@@ -99,6 +100,7 @@ from learners.training.training_loop import (
     run_training,
 )
 
+BATCH_SIZE = 64  # --batch-size of a multiclass method when not given (recorded for every run)
 # The shared learner options that describe the network (the others: optimiser and schedule).
 MODEL_FIELDS = (
     "backbone",
@@ -180,7 +182,10 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, taken: set[str])
         "episodes, or batches for multiclass methods, per rank): a count of steps",
     )
     group.add_argument(
-        "--batch-size", type=int, default=64, help="multiclass batch size (per rank)"
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"multiclass methods: examples per batch (per rank; default {BATCH_SIZE})",
     )
     group.add_argument(
         "--meta-batch",
@@ -331,6 +336,13 @@ def learner_config_from_args(args: argparse.Namespace) -> LearnerConfig:
 def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> RunConfig:
     """Validate the options (before any long work) and collect them in a RunConfig."""
     learner = learner_config_from_args(args)
+    if args.batch_size is not None and is_episodic(learner.method):
+        raise LearnerConfigError(
+            f"--batch-size {args.batch_size} (an option of the multiclass methods): not an "
+            f"option of --method {learner.method}, which trains on episodes (--ways, --shots)"
+        )
+    args.batch_size = BATCH_SIZE if args.batch_size is None else args.batch_size
+    check_cycle_lengths(learner.schedule(), args.episodes)  # before any work
     for name in ("episodes", "batch_size", "checkpoint_every", "meta_batch"):
         if getattr(args, name) < 1:
             raise LearnerConfigError(
@@ -419,8 +431,6 @@ def train(
         device = device_name
     else:
         device = resolve_device(device_name)
-    if config.dataset != SYNTHETIC and config.split_file is None and ranks.is_writer:
-        print("note: no --split-file; using the splits of the dataset spec", file=sys.stderr)
     if config.dataset != SYNTHETIC and ranks.is_writer:
         for note in split_file_notes(config.dataset.split(","), config.split_file):
             print(f"note: {note}", file=sys.stderr)
@@ -551,6 +561,8 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
     parser = build_parser()
     recipe, overridden = apply_recipe(parser, argv)
     args = parser.parse_args(argv)
+    if recipe is not None:
+        _drop_other_schedules(args, recipe.values, overridden)
     refuse_overlap(("--output", args.output), _read_paths(args))
     note = _follow_backbone_override(args, overridden) if recipe is not None else None
     config = run_config_from_args(args, ranks)
@@ -559,6 +571,18 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
     if recipe is not None:
         config.extra.update(recipe_record(recipe, overridden, args))
     return args, config
+
+
+def _drop_other_schedules(
+    args: argparse.Namespace, recipe_values: dict[str, Any], overridden: dict[str, Any]
+) -> None:
+    """A recipe's options of its own schedule are left out when the command line chooses
+    another (`--lr-schedule constant` over an exponential recipe); given on the command line,
+    they are refused (`check_schedule_options`)."""
+    for owner, names in SCHEDULE_OPTIONS.items():
+        for name in names:
+            if owner != args.lr_schedule and name in recipe_values and name not in overridden:
+                setattr(args, name, None)
 
 
 def _read_paths(args: argparse.Namespace) -> list[tuple[str, str | None]]:

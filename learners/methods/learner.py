@@ -67,6 +67,9 @@ class Learner(nn.Module):
     # The BatchNorm convention when --batch-norm is not given (learners.nn.batch_norm): running
     # averages, or each set's own moments for MAML-style learners.
     default_batch_norm: ClassVar[str] = "running"
+    # A cross-entropy training loss sits at ln(classes) when the network learns nothing
+    # (learners.training.loss_watch); False for a method whose loss is another (an MSE).
+    loss_is_cross_entropy: ClassVar[bool] = True
 
     def __init__(self, config: LearnerConfig):
         super().__init__()

@@ -19,6 +19,7 @@ from learners import LearnerConfigError
 from learners.methods.config_fields import MethodConfig, flag_name
 from learners.methods.learner_config import LearnerConfig
 from learners.nn.backbones import canonical_backbone_name
+from learners.optim.lr_schedule import check_schedule_options
 
 if TYPE_CHECKING:
     from learners.methods.learner import Learner
@@ -206,6 +207,7 @@ def learner_config(method: str, **values: Any) -> LearnerConfig:
     foreign = sorted(set(values) - shared_names - own_names)
     if foreign:
         raise LearnerConfigError(foreign_options_message(foreign, entry.name))
+    check_schedule_options(values.get("lr_schedule", LearnerConfig.lr_schedule), values)
     for name, value in entry.fixed.items():
         if name in values and values[name] != value:
             raise LearnerConfigError(

@@ -40,6 +40,7 @@ from episodes.util.cli_errors import UserError, interrupt_behind, unwritable_cau
 from learners import LearnerConfigError, LearnerInputError
 from learners.methods.learner import Learner
 from learners.training.distributed import SINGLE_PROCESS, RankInfo, barrier, broadcast_object
+from learners.training.loss_watch import LossWatch, chance_loss
 from learners.training.run_checkpoints import read_payload, resume_point
 
 if TYPE_CHECKING:  # the validation hook's result (`learners.evaluation`, a layer above)
@@ -310,15 +311,20 @@ def run_training(
     began = time.time()
     loop_began = time.perf_counter()
     items = stream(start * config.meta_batch)
+    watch = LossWatch(learner.config.lr, start)  # one warning when training goes nowhere
     try:
         for step in range(start + 1, end + 1):
             asked = time.perf_counter()
             item = _next_items(items, config, step_fn)
             result.data_waits.append(time.perf_counter() - asked)
             learner.schedule_step(step, config.total_steps)  # learners.optim.lr_schedule
+            chance = chance_loss(learner, item) if writer else None
             loss = learner.train_step(item) if step_fn is None else step_fn(learner, item, step)
             del item
             check_loss(loss, step, run_dir, learner)
+            warning = watch.observe(step, loss, chance) if writer else None
+            if warning is not None:
+                bar.write(warning, file=sys.stderr)
             result.losses.append(loss)
             if writer:
                 pending.append({"step": step, "loss": f"{loss:.6f}"})
