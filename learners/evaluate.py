@@ -106,9 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     data.add_argument(
         "--split",
-        default="test",
+        default=None,
         choices=("train", "valid", "test"),
-        help="the split whose classes the episodes are drawn from: train, valid or test",
+        help="the split whose classes the episodes are drawn from: train, valid or test "
+        "(default test)",
     )
     data.add_argument(
         "--episodes",
@@ -488,8 +489,32 @@ def _check_output(out: Path, args: argparse.Namespace, settings: dict[str, Any])
     check_output_folder(out, settings, args.overwrite)
 
 
+# Flags that say how episodes are drawn, which episode shards fix (they hold their episodes).
+EPISODE_FLAGS = ("--split", "--ways", "--shots", "--query", "--base-novel-lambda", "--dataset")
+
+
+def _check_shard_flags(args: argparse.Namespace) -> None:
+    """With --episode-shards, the flags that would draw other episodes are refused in one line
+    (the shards fix the episodes; they were silently ignored)."""
+    if args.episode_shards is None:
+        return
+    given = [
+        flag
+        for flag in EPISODE_FLAGS
+        if getattr(args, flag[2:].replace("-", "_")) not in (None, [])  # lambda 0 is given
+    ]
+    if given:
+        raise LearnerConfigError(
+            f"{' and '.join(given)} with --episode-shards {args.episode_shards}: the shards hold "
+            "their episodes (ways, shots, classes); drop "
+            f"{'it' if len(given) == 1 else 'them'} or evaluate without --episode-shards"
+        )
+
+
 def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> dict[str, Any]:
     """Evaluate (as rank `ranks.rank` of a torchrun start, rank 0 writing, when sharded)."""
+    _check_shard_flags(args)
+    args.split = args.split or "test"
     device = rank_device(ranks, resolve_device(args.device))
     _check_decode_device(args, device)  # before the episodes are counted or read
     args.episodes = _episode_count(args)

@@ -285,8 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--recipe",
         default=None,
-        help="a paper's training recipe (learners/recipes/FAMILY/NAME.toml) as the defaults; "
-        "flags given override it",
+        metavar="NAME_OR_PATH",
+        help="a paper's training recipe as the defaults: FAMILY/NAME of a shipped one "
+        "(learners/recipes/, --list-recipes) or PATH.toml, a file of your own in the same "
+        "format (Python 3.11+); flags given override it",
     )
     parser.add_argument(
         "--list-recipes", action="store_true", help="print the recipes and their sources"

@@ -40,10 +40,45 @@ def _files() -> list[Path]:
     return list(RECIPES_DIR.glob("*/*.toml"))
 
 
+def recipe_path(name: str) -> Path:
+    """The file of recipe `family/name`, or `name` itself when it is a path to a .toml file."""
+    return Path(name) if name.endswith(".toml") else RECIPES_DIR / f"{name}.toml"
+
+
+def _value_fault(action: argparse.Action, value: Any) -> str | None:
+    """What is wrong with `value` as the value of `action`'s flag (None when it fits): a
+    switch takes true or false, a number flag a TOML number its type accepts, any other a
+    string. Flags of several values are left to argparse."""
+    if action.nargs not in (None, 0):
+        return None
+    if action.nargs == 0:
+        return None if isinstance(value, bool) else "expected true or false"
+    if action.type in (None, str):
+        return None if isinstance(value, str) else "expected a string"
+    kind = getattr(action.type, "__name__", "number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"expected a number ({kind})"
+    try:
+        action.type(str(value))
+    except (ValueError, TypeError, argparse.ArgumentTypeError):
+        return f"expected a number ({kind})"
+    return None
+
+
+def apply_recipe_value_check(recipe: Recipe, key: str, action: argparse.Action) -> None:
+    """One line naming the recipe's file and the key when the value's type is not the flag's."""
+    fault = _value_fault(action, recipe.values[key])
+    if fault is not None:
+        raise LearnerConfigError(
+            f"{recipe_path(recipe.name)}: [options.{key}] value {recipe.values[key]!r}: {fault} "
+            f"(the value of --{key.replace('_', '-')})"
+        )
+
+
 def load_recipe(name: str) -> Recipe:
     """The recipe `family/name` (or a path to a .toml file); ValueError naming the file and the
     key on a malformed one."""
-    path = Path(name) if name.endswith(".toml") else RECIPES_DIR / f"{name}.toml"
+    path = recipe_path(name)
     if not path.is_file():
         raise LearnerConfigError(
             f"--recipe {name}: no such recipe; expected one of {recipe_names()}"
@@ -126,6 +161,7 @@ def apply_recipe(
         action = actions.get(key)
         if action is None:
             raise LearnerConfigError(f"recipe {recipe.name}: no flag --{key.replace('_', '-')}")
+        apply_recipe_value_check(recipe, key, action)
         if action.choices is not None and value not in action.choices:
             raise LearnerConfigError(
                 f"recipe {recipe.name}: --{key} {value} is not one of its choices"
