@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,23 @@ def test_a_recipe_file_of_ones_own_runs_and_is_documented(tmp_path, capsys) -> N
     assert "PATH.toml" in recipe_help and "FAMILY/NAME" in recipe_help
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert "`--recipe\nPATH.toml`" in readme or "`--recipe PATH.toml`" in readme
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (None, "not valid JSON ("),  # cut in half
+        ('{"seed": 1}', "not a learners.train config.json (KeyError: 'learner')"),
+    ],
+)
+def test_a_damaged_run_config_is_one_line_naming_it(trained, tmp_path, capsys, text, expected):
+    run = Path(shutil.copytree(trained["run"], tmp_path / "run"))
+    config = run / "config.json"
+    whole = config.read_text()
+    config.write_text(whole[: len(whole) // 2] if text is None else text)
+    assert evaluate_cli.main(["--run", str(run), "--episodes", "2", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {config}: {expected}") and err.count("\n") == 1
+    argv = ["--method", "protonet", "--dataset", str(trained["dataset"]), "--episodes", "3"]
+    assert train_cli.main([*argv, *EPISODES, *TINY, "--output", str(run)]) == 2  # resuming it
+    assert capsys.readouterr().err.startswith(f"error: {config}: {expected}")

@@ -18,6 +18,7 @@ import torch
 from episodes.util.atomic_files import write_text_atomically
 from episodes.util.cli_errors import UserError
 from episodes.util.folder_lock import FolderLock, FolderLockedError, acquire_folder_lock
+from episodes.util.json_files import read_json_object
 from learners import LearnerConfigError, LearnerInputError
 from learners.feed.episode_source import EpisodeOptions
 from learners.methods.learner import Learner
@@ -86,11 +87,27 @@ class RunConfig:
         return cls(**values)
 
 
+class RunFolderError(UserError, ValueError):
+    """A run folder's config.json that cannot be read back (truncated, or not written by
+    learners.train); the message names the file."""
+
+
+def _load_config(path: Path) -> RunConfig:
+    """The RunConfig in the config.json `path`, or RunFolderError naming it."""
+    values = read_json_object(path, RunFolderError)
+    try:
+        return RunConfig.from_dict(values)
+    except (KeyError, TypeError) as exc:  # a field missing or of another shape
+        raise RunFolderError(
+            f"{path}: not a learners.train config.json ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
 def read_run_config(run_dir: str | os.PathLike) -> RunConfig:
     path = Path(run_dir) / CONFIG
     if not path.is_file():
         raise LearnerInputError(f"--run {run_dir}: no {CONFIG} (not a learners.train run folder)")
-    return RunConfig.from_dict(json.loads(path.read_text()))
+    return _load_config(path)
 
 
 def lock_run_folder(run_dir: str | os.PathLike) -> FolderLock:
@@ -128,7 +145,7 @@ def write_or_check_run_config(run_dir: str | os.PathLike, config: RunConfig) -> 
     path = Path(run_dir) / CONFIG
     new = config.to_dict()
     if path.is_file():
-        old = RunConfig.from_dict(json.loads(path.read_text()))
+        old = _load_config(path)
         old.learner = resolved_config(old.learner)
         old_values = old.to_dict()
         changed = [
