@@ -8,11 +8,30 @@ methods), `training/`, `evaluation/`, `reproduction/` (a paper's table in one co
 `train.py`, `evaluate.py`, `report.py` and `reproduce.py` on top are the `python -m` commands. The modules that moved into the folders in 0.2.0 keep their old import
 path until 0.3.0 (`import learners.registry` is `learners.methods.registry`, with a
 DeprecationWarning naming the new path; `episodes.util.moved_modules`).
+
+The learners' user faults derive from the toolkit's one root, `UserError`, as every package's
+do (`episodes.util.cli_errors`): `LearnerConfigError` for an option or a combination of
+options a run cannot take, `LearnerInputError` for an input path that is not there or not what
+the option expects. A plain ValueError raised in learners is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
+from episodes.util.cli_errors import UserError
 from episodes.util.moved_modules import install as _install_moved_modules
+
+__all__ = ["MOVED", "LearnerConfigError", "LearnerInputError"]
+
+
+class LearnerConfigError(UserError, ValueError):
+    """A learners option (flag, recipe or config value) or a combination of them that a run
+    cannot take; the message names the flag and the value."""
+
+
+class LearnerInputError(UserError, FileNotFoundError):
+    """An input a learners command reads (a run folder, dataset, split file, checkpoint,
+    evaluation folder) that is missing or not what the option expects; the message names it."""
+
 
 _ROOMS = {
     "evaluation": (

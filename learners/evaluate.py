@@ -39,6 +39,7 @@ from episodes.util.atomic_files import atomic_path, write_text_atomically
 from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import add_dataset_argument, command_parser, finite_float
 from episodes.util.output_overlap import refuse_overlap
+from learners import LearnerConfigError, LearnerInputError
 from learners.evaluation.batched_memory import CPU_EPISODES_PER_BATCH, default_episodes_per_batch
 from learners.evaluation.episode_eval import (
     CLASS_FIELDS,
@@ -103,7 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     data = parser.add_argument_group(
         "data and episodes", "which episodes are evaluated (default: the run's data and shape)"
     )
-    data.add_argument("--split", default="test", choices=("train", "valid", "test"))
+    data.add_argument(
+        "--split",
+        default=None,
+        choices=("train", "valid", "test"),
+        help="the split whose classes the episodes are drawn from: train, valid or test "
+        "(default test)",
+    )
     data.add_argument(
         "--episodes",
         type=int,
@@ -122,9 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="split file replacing the run's (or, with --dataset, the dataset spec's) splits",
     )
     data.add_argument("--seed", type=int, default=0, help="evaluation episode seed")
-    data.add_argument("--ways", type=int, default=None)
-    data.add_argument("--shots", type=int, default=None)
-    data.add_argument("--query", type=int, default=None)
+    data.add_argument(
+        "--ways", type=int, default=None, help="classes per episode (default: the run's)"
+    )
+    data.add_argument(
+        "--shots", type=int, default=None, help="support examples per class (default: the run's)"
+    )
+    data.add_argument(
+        "--query", type=int, default=None, help="query examples per class (default: the run's)"
+    )
     data.add_argument(
         "--base-novel-lambda",
         type=finite_float,
@@ -171,11 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace results of other settings already in the output folder",
     )
     output.add_argument("--label", default=None, help="method name in reports")
-    output.add_argument("--no-progress", action="store_true")
+    output.add_argument("--no-progress", action="store_true", help="no progress bar")
     device = parser.add_argument_group(
         "device and batching", "where the episodes are evaluated, and how many at once"
     )
-    device.add_argument("--device", default="auto")
+    device.add_argument(
+        "--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N"
+    )
     device.add_argument(
         "--decode-device",
         choices=DECODE_DEVICES,
@@ -449,12 +464,9 @@ def _episode_count(args: argparse.Namespace) -> int:
     """--episodes, checked against the shards' count before any work (default: all of them)."""
     if args.episode_shards is None or not Path(args.episode_shards).exists():
         return DEFAULT_EPISODES if args.episodes is None else args.episodes
-    from episodes.reading.episode_shards import ShardError, shard_episode_count
+    from episodes.reading.episode_shards import shard_episode_count
 
-    try:
-        held = shard_episode_count(args.episode_shards)
-    except ShardError as exc:
-        raise UserError(str(exc)) from None
+    held = shard_episode_count(args.episode_shards)  # a ShardError is one line as it is
     if args.episodes is not None and args.episodes > held:
         raise UserError(
             f"--episodes {args.episodes}: --episode-shards {args.episode_shards} holds {held} "
@@ -477,15 +489,39 @@ def _check_output(out: Path, args: argparse.Namespace, settings: dict[str, Any])
     check_output_folder(out, settings, args.overwrite)
 
 
+# Flags that say how episodes are drawn, which episode shards fix (they hold their episodes).
+EPISODE_FLAGS = ("--split", "--ways", "--shots", "--query", "--base-novel-lambda", "--dataset")
+
+
+def _check_shard_flags(args: argparse.Namespace) -> None:
+    """With --episode-shards, the flags that would draw other episodes are refused in one line
+    (the shards fix the episodes; they were silently ignored)."""
+    if args.episode_shards is None:
+        return
+    given = [
+        flag
+        for flag in EPISODE_FLAGS
+        if getattr(args, flag[2:].replace("-", "_")) not in (None, [])  # lambda 0 is given
+    ]
+    if given:
+        raise LearnerConfigError(
+            f"{' and '.join(given)} with --episode-shards {args.episode_shards}: the shards hold "
+            "their episodes (ways, shots, classes); drop "
+            f"{'it' if len(given) == 1 else 'them'} or evaluate without --episode-shards"
+        )
+
+
 def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> dict[str, Any]:
     """Evaluate (as rank `ranks.rank` of a torchrun start, rank 0 writing, when sharded)."""
+    _check_shard_flags(args)
+    args.split = args.split or "test"
     device = rank_device(ranks, resolve_device(args.device))
     _check_decode_device(args, device)  # before the episodes are counted or read
     args.episodes = _episode_count(args)
     if args.episodes < 1:
-        raise ValueError(f"--episodes {args.episodes}: expected >= 1")
+        raise LearnerConfigError(f"--episodes {args.episodes}: expected >= 1")
     if args.episodes_per_batch is not None and args.episodes_per_batch < 1:
-        raise ValueError(f"--episodes-per-batch {args.episodes_per_batch}: expected >= 1")
+        raise LearnerConfigError(f"--episodes-per-batch {args.episodes_per_batch}: expected >= 1")
     which = args.checkpoint or _default_checkpoint(args.run)
     overrides = _learner_overrides(args)
     steps = (
@@ -494,7 +530,7 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
         else [(None, which)]
     )
     if not steps:
-        raise FileNotFoundError(f"--run {args.run}: no snapshots to evaluate")
+        raise LearnerInputError(f"--run {args.run}: no snapshots to evaluate")
     learner, config, step = load_run_learner(args.run, steps[0][1], device, overrides)
     if args.batch_norm is not None:
         learner.switch_batch_norm(args.batch_norm)
@@ -573,7 +609,7 @@ def evaluate_run(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> 
     return summary
 
 
-@user_faults(ValueError, FileNotFoundError)
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     ranks = rank_info_from_env()

@@ -38,8 +38,10 @@ from typing import Any
 
 from matplotlib.figure import Figure  # drawn without pyplot: no backend is chosen or changed
 
-from episodes.util.cli_errors import run_main, user_faults
+from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import command_parser, finite_float
+from episodes.util.json_files import read_json_object
+from learners import LearnerConfigError, LearnerInputError
 from learners.evaluation.metrics import (
     average_ranks,
     divergence_slope,
@@ -50,6 +52,10 @@ from learners.evaluation.metrics import (
 )
 from learners.training.run_dir import RESUMABLE_CHANGES
 from learners.training.training_loop import VALIDATION_LOG
+
+
+class ReportInputError(UserError, ValueError):
+    """Evaluation folders or run files a report cannot be made from (the message names them)."""
 
 
 @dataclass
@@ -73,16 +79,38 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
 
 
 def load_evaluation(folder: str | Path) -> Evaluation:
+    """The files of one `learners.evaluate` folder; one line naming the file when summary.json
+    is missing, truncated or lacks the accuracies every report reads."""
     path = Path(folder)
     summary_path = path / "summary.json"
     if not summary_path.is_file():
-        raise FileNotFoundError(f"{path}: no summary.json (not a learners.evaluate folder)")
+        raise LearnerInputError(f"{path}: no summary.json (not a learners.evaluate folder)")
+    summary = read_json_object(summary_path, ReportInputError)
+    _check_summary(summary_path, summary)
     return Evaluation(
-        path,
-        json.loads(summary_path.read_text()),
-        _read_csv(path / "episodes.csv"),
-        _read_csv(path / "classes.csv"),
+        path, summary, _read_csv(path / "episodes.csv"), _read_csv(path / "classes.csv")
     )
+
+
+def _is_accuracy(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(value.get(k), (int, float)) for k in ("mean", "ci95")
+    )
+
+
+def _check_summary(path: Path, summary: dict[str, Any]) -> None:
+    """The fields the reports read: "accuracy" and each "per_source" entry a {mean, ci95}."""
+    per_source = summary.get("per_source", {})
+    if not _is_accuracy(summary.get("accuracy")):
+        broken = "accuracy"
+    elif not isinstance(per_source, dict):
+        broken = "per_source"
+    else:
+        broken = next((f"per_source.{s}" for s, v in per_source.items() if not _is_accuracy(v)), "")
+    if broken:
+        raise ReportInputError(
+            f"{path}: {broken!r} is not an accuracy {{mean, ci95}} (written by learners.evaluate?)"
+        )
 
 
 def column_labels(evaluations: Sequence[Evaluation]) -> list[str]:
@@ -130,6 +158,16 @@ def rank_table(
     for label, column in zip(labels, cells):
         for source, values in column.items():
             table.setdefault(source, {})[label] = values
+    gaps = [
+        f"{label} lacks {', '.join(s for s in table if s not in column)}"
+        for label, column in zip(labels, cells)
+        if set(column) != set(table)
+    ]
+    if not table or gaps:
+        raise ReportInputError(
+            "a ranks table needs every column evaluated on the same test sources"
+            + (f" ({'; '.join(gaps)})" if gaps else " (no per-source accuracies)")
+        )
     return table
 
 
@@ -144,23 +182,24 @@ def _seed_columns(members: Sequence[Evaluation], label: str) -> dict[str, tuple[
     """{source: (mean, ci95)} of one configuration (fractions, as summary.json has them); a
     ValueError when its seeds repeat a run, are unknown, or were tested on other sources."""
     if len(members) == 1:
-        return {s: (v["mean"], v["ci95"]) for s, v in members[0].summary["per_source"].items()}
+        per_source = members[0].summary.get("per_source", {})
+        return {s: (v["mean"], v["ci95"]) for s, v in per_source.items()}
     seed_summary(members)  # refuses a run passed twice before anything is averaged
     unknown = [str(e.path) for e in members if training_seed(e) is None]
     if unknown:
-        raise ValueError(
+        raise ReportInputError(
             f"{label}: the training seed of {', '.join(unknown)} is unknown (its run folder's "
             "config.json is gone), so the same run twice cannot be told from two seeds: "
             "pass --per-run"
         )
-    sources = list(dict.fromkeys(s for e in members for s in e.summary["per_source"]))
+    sources = list(dict.fromkeys(s for e in members for s in e.summary.get("per_source", {})))
     gaps = [
-        f"{e.path} lacks {', '.join(s for s in sources if s not in e.summary['per_source'])}"
+        f"{e.path} lacks {', '.join(s for s in sources if s not in e.summary.get('per_source', {}))}"
         for e in members
-        if set(e.summary["per_source"]) != set(sources)
+        if set(e.summary.get("per_source", {})) != set(sources)
     ]
     if gaps:
-        raise ValueError(
+        raise ReportInputError(
             f"{label}: its seeds were evaluated on different test sources ({'; '.join(gaps)}): "
             "evaluate every seed on the same sources, or pass --per-run"
         )
@@ -206,7 +245,7 @@ def plot_hardness(evaluations: Sequence[Evaluation], png: Path) -> dict[str, tup
             if r["hardness"] not in ("", "nan") and not math.isnan(float(r["hardness"]))
         ]
         if len(points) < 2:
-            raise ValueError(f"{evaluation.path}: needs >= 2 episodes with a hardness value")
+            raise ReportInputError(f"{evaluation.path}: needs >= 2 episodes with a hardness value")
         xs, ys = zip(*points)
         scatter = axes.scatter(xs, ys, s=10, alpha=0.5, label=label)
         if max(xs) > min(xs):
@@ -278,7 +317,7 @@ def base_novel(evaluations: Sequence[Evaluation], png: Path) -> str:
     for evaluation in evaluations:
         lam = evaluation.summary.get("base_novel_lambda")
         if lam is None:
-            raise ValueError(f"{evaluation.path}: evaluated without --base-novel-lambda")
+            raise ReportInputError(f"{evaluation.path}: evaluated without --base-novel-lambda")
         series.setdefault(evaluation.label, {})[float(lam)] = _Summary(
             evaluation.summary["accuracy"]
         )
@@ -321,7 +360,7 @@ def _run_config(evaluation: Evaluation) -> dict[str, Any]:
     path = Path(str(run)) / "config.json" if run else None
     if path is None or not path.is_file():
         return {}
-    return json.loads(path.read_text())
+    return read_json_object(path, ReportInputError)
 
 
 def training_seed(evaluation: Evaluation) -> int | None:
@@ -370,6 +409,11 @@ class SeedSummary:
 
     def text(self) -> str:
         seeds = ", ".join("?" if s is None else str(s) for s in self.seeds)
+        if len(self.means) < 2:  # no spread to show: a std and CI of one value are not 0
+            return (
+                f"{self.mean:.2f} (episode CI +-{self.episode_ci95:.2f}; 1 seed [{seeds}]: "
+                "the spread across seeds needs 2+ seeds)"
+            )
         return (
             f"{self.mean:.2f} (episode CI +-{self.episode_ci95:.2f}; across {len(self.means)} "
             f"seed(s) [{seeds}]: std {self.seed_std:.2f}, CI +-{self.seed_ci95:.2f})"
@@ -384,7 +428,9 @@ def seed_summary(evaluations: Sequence[Evaluation], source: str | None = None) -
     known = [s for s in seeds if s is not None]
     if len(set(known)) != len(known):
         paths = ", ".join(str(e.path) for e in evaluations)
-        raise ValueError(f"evaluations {paths} repeat a training seed {known}: pass each run once")
+        raise ReportInputError(
+            f"evaluations {paths} repeat a training seed {known}: pass each run once"
+        )
     values = [
         e.summary["accuracy"] if source is None else e.summary["per_source"][source]
         for e in evaluations
@@ -432,7 +478,7 @@ def divergence(
     the spread across seeds is printed beside the episode CI. `auto` groups by --label unless
     every label names a single evaluation (one label per R), then by method."""
     if r_values is not None and len(r_values) != len(evaluations):
-        raise ValueError(f"--r has {len(r_values)} values for {len(evaluations)} evaluations")
+        raise ReportInputError(f"--r has {len(r_values)} values for {len(evaluations)} evaluations")
     if group_by == "auto":
         counts = Counter(e.label for e in evaluations)
         group_by = "method" if len(evaluations) > 1 and max(counts.values()) == 1 else "label"
@@ -440,14 +486,14 @@ def divergence(
     for index, evaluation in enumerate(evaluations):
         r = r_values[index] if r_values is not None else evaluation.summary.get("split_R")
         if r is None:
-            raise ValueError(f"{evaluation.path}: its split file records no R; pass --r")
+            raise ReportInputError(f"{evaluation.path}: its split file records no R; pass --r")
         series = cells.setdefault(series_name(evaluation, group_by), {})
         series.setdefault(float(r), []).append(evaluation)
     lines = []
     for name, by_r in cells.items():
         points = {r: seed_summary(members) for r, members in sorted(by_r.items())}
         if len(points) < 2:
-            raise ValueError(
+            raise ReportInputError(
                 f"{name}: evaluations at a single R ({next(iter(points)):g}); a slope needs "
                 "two values of R (or --group-by method when each R has its own --label)"
             )
@@ -469,7 +515,9 @@ def snapshot_kendall(run: Path, snapshots_csv: Path, last: int | None = None) ->
     if last is not None:
         steps = steps[-last:]
     if len(steps) < 2:
-        raise ValueError(f"need >= 2 snapshots with validation and test accuracy, got {steps}")
+        raise ReportInputError(
+            f"{run}: need >= 2 snapshots with validation and test accuracy, got {steps}"
+        )
     return kendall_tau([valid[s] for s in steps], [test[s] for s in steps]), len(steps)
 
 
@@ -477,11 +525,11 @@ def _snapshots_csv(run_dir: Path) -> Path:
     """The snapshots.csv of the run's one test evaluation of all snapshots."""
     found = sorted((run_dir / "eval").glob("test-all*/snapshots.csv"))
     if not found:
-        raise FileNotFoundError(
+        raise LearnerInputError(
             f"{run_dir}/eval: no test-all*/snapshots.csv; run learners.evaluate --checkpoint all"
         )
     if len(found) > 1:
-        raise ValueError(
+        raise ReportInputError(
             f"{run_dir}/eval holds {len(found)} evaluations of all snapshots "
             f"({', '.join(p.parent.name for p in found)}): pick one with --snapshots"
         )
@@ -525,22 +573,30 @@ def build_parser() -> argparse.ArgumentParser:
         "only in --seed averaged: mean of the seeds' means +- 95%% CI across seeds)",
     )
     kendall = sub.add_parser("kendall")
-    kendall.add_argument("--run", required=True)
+    kendall.add_argument(
+        "--run", required=True, help="learners.train run folder (its validation log is read)"
+    )
     kendall.add_argument(
         "--snapshots",
         default=None,
         help="snapshots.csv of evaluate --checkpoint all (default: the one RUN/eval/test-all-*)",
     )
-    kendall.add_argument("--last", type=int, default=None, help="only the last K snapshots")
+    kendall.add_argument(
+        "--last", type=int, default=None, help="only the last K snapshots (K >= 2)"
+    )
     return parser
 
 
 def run(args: argparse.Namespace) -> str:
     if args.command == "kendall":
+        if args.last is not None and args.last < 2:
+            raise LearnerConfigError(
+                f"--last {args.last}: expected >= 2 (a ranking of the last K snapshots)"
+            )
         run_dir = Path(args.run)
         csv_path = Path(args.snapshots) if args.snapshots else _snapshots_csv(run_dir)
         if not csv_path.is_file():
-            raise FileNotFoundError(f"{csv_path}: run learners.evaluate --checkpoint all first")
+            raise LearnerInputError(f"{csv_path}: run learners.evaluate --checkpoint all first")
         tau, count = snapshot_kendall(run_dir, csv_path, args.last)
         return f"Kendall tau between validation and test rankings of {count} snapshots: {tau:.3f}"
     evaluations = [load_evaluation(folder) for folder in args.evals]
@@ -571,7 +627,7 @@ def run(args: argparse.Namespace) -> str:
     return divergence(evaluations, args.r, args.group_by)
 
 
-@user_faults(ValueError, FileNotFoundError, KeyError)
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     print(run(args))

@@ -30,9 +30,10 @@ from typing import Any
 import torch
 
 from episodes.sampling.sampler_factory import split_file_notes
-from episodes.util.cli_errors import UserError, run_main, user_faults
+from episodes.util.cli_errors import run_main, user_fault_lines, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from episodes.util.output_overlap import refuse_overlap
+from learners import LearnerConfigError
 from learners.evaluation.episode_eval import validation_hook
 from learners.feed.episode_feed import (
     DECODE_DEVICES,
@@ -64,6 +65,7 @@ from learners.methods.registry import (
     resolved_config,
 )
 from learners.nn.backbones import canonical_backbone_name
+from learners.optim.lr_schedule import SCHEDULE_OPTIONS, check_cycle_lengths
 from learners.optim.mixed_precision import AMP_MODES
 from learners.training.backbone_init import RECORD_KEY as INIT_FROM_KEY
 from learners.training.backbone_init import (
@@ -98,6 +100,7 @@ from learners.training.training_loop import (
     run_training,
 )
 
+BATCH_SIZE = 64  # --batch-size of a multiclass method when not given (recorded for every run)
 # The shared learner options that describe the network (the others: optimiser and schedule).
 MODEL_FIELDS = (
     "backbone",
@@ -175,10 +178,14 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, taken: set[str])
         "--episodes",
         type=int,
         required=True,
-        help="training steps (episodes, or batches for multiclass methods)",
+        help="training steps the run lasts (its length; each step trains on --meta-batch "
+        "episodes, or batches for multiclass methods, per rank): a count of steps",
     )
     group.add_argument(
-        "--batch-size", type=int, default=64, help="multiclass batch size (per rank)"
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"multiclass methods: examples per batch (per rank; default {BATCH_SIZE})",
     )
     group.add_argument(
         "--meta-batch",
@@ -187,7 +194,12 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, taken: set[str])
         help="episodes (multiclass: batches) per optimiser step and rank, each its own forward "
         "pass, the loss averaged; under torchrun a step takes meta-batch x ranks",
     )
-    group.add_argument("--seed", type=int, default=0)
+    group.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random seed of the initial weights and of the training episodes or batches",
+    )
     add_config_flags(group, LearnerConfig, taken=taken)  # those the model group left
     group.add_argument(
         "--amp",
@@ -267,12 +279,16 @@ def add_method_arguments(parser: argparse.ArgumentParser, taken: set[str]) -> No
 
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser("learners.train", __doc__)
-    parser.add_argument("--method", required=True, help=f"one of {', '.join(method_names())}")
+    parser.add_argument(
+        "--method", required=True, help=f"the learner to train: one of {', '.join(method_names())}"
+    )
     parser.add_argument(
         "--recipe",
         default=None,
-        help="a paper's training recipe (learners/recipes/FAMILY/NAME.toml) as the defaults; "
-        "flags given override it",
+        metavar="NAME_OR_PATH",
+        help="a paper's training recipe as the defaults: FAMILY/NAME of a shipped one "
+        "(learners/recipes/, --list-recipes) or PATH.toml, a file of your own in the same "
+        "format (Python 3.11+); flags given override it",
     )
     parser.add_argument(
         "--list-recipes", action="store_true", help="print the recipes and their sources"
@@ -322,13 +338,24 @@ def learner_config_from_args(args: argparse.Namespace) -> LearnerConfig:
 def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> RunConfig:
     """Validate the options (before any long work) and collect them in a RunConfig."""
     learner = learner_config_from_args(args)
+    if args.batch_size is not None and is_episodic(learner.method):
+        raise LearnerConfigError(
+            f"--batch-size {args.batch_size} (an option of the multiclass methods): not an "
+            f"option of --method {learner.method}, which trains on episodes (--ways, --shots)"
+        )
+    args.batch_size = BATCH_SIZE if args.batch_size is None else args.batch_size
+    check_cycle_lengths(learner.schedule(), args.episodes)  # before any work
     for name in ("episodes", "batch_size", "checkpoint_every", "meta_batch"):
         if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)} is too small")
+            raise LearnerConfigError(
+                f"--{name.replace('_', '-')} {getattr(args, name)} is too small"
+            )
     if args.validation_episodes < 0:
-        raise ValueError(f"--validation-episodes {args.validation_episodes}: expected >= 0")
+        raise LearnerConfigError(f"--validation-episodes {args.validation_episodes}: expected >= 0")
     if args.fix_ml_pool is not None and not is_episodic(learner.method):
-        raise ValueError("--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass")
+        raise LearnerConfigError(
+            "--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass"
+        )
     dataset = dataset_from_args(args)
     device = resolve_device(args.device)
     check_decode_device(
@@ -385,7 +412,7 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
 def rank_meta_batch(config: RunConfig, ranks: RankInfo) -> int:
     """This rank's items per step: the run's global meta-batch divided by the ranks."""
     if config.global_meta_batch < 1 or config.global_meta_batch % ranks.world_size:
-        raise ValueError(
+        raise LearnerConfigError(
             f"a meta-batch of {config.global_meta_batch} items per step does not split over "
             f"{ranks.world_size} ranks: expected a multiple of the ranks"
         )
@@ -406,8 +433,6 @@ def train(
         device = device_name
     else:
         device = resolve_device(device_name)
-    if config.dataset != SYNTHETIC and config.split_file is None and ranks.is_writer:
-        print("note: no --split-file; using the splits of the dataset spec", file=sys.stderr)
     if config.dataset != SYNTHETIC and ranks.is_writer:
         for note in split_file_notes(config.dataset.split(","), config.split_file):
             print(f"note: {note}", file=sys.stderr)
@@ -527,7 +552,9 @@ def _validated_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespac
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         try:
             return _parsed_args(argv, ranks)
-        except (ValueError, FileNotFoundError, UserError):
+        except Exception as exc:
+            if not user_fault_lines(exc):  # a bug keeps its traceback on every rank
+                raise
             raise SystemExit(2) from None
 
 
@@ -536,6 +563,8 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
     parser = build_parser()
     recipe, overridden = apply_recipe(parser, argv)
     args = parser.parse_args(argv)
+    if recipe is not None:
+        _drop_other_schedules(args, recipe.values, overridden)
     refuse_overlap(("--output", args.output), _read_paths(args))
     note = _follow_backbone_override(args, overridden) if recipe is not None else None
     config = run_config_from_args(args, ranks)
@@ -544,6 +573,18 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
     if recipe is not None:
         config.extra.update(recipe_record(recipe, overridden, args))
     return args, config
+
+
+def _drop_other_schedules(
+    args: argparse.Namespace, recipe_values: dict[str, Any], overridden: dict[str, Any]
+) -> None:
+    """A recipe's options of its own schedule are left out when the command line chooses
+    another (`--lr-schedule constant` over an exponential recipe); given on the command line,
+    they are refused (`check_schedule_options`)."""
+    for owner, names in SCHEDULE_OPTIONS.items():
+        for name in names:
+            if owner != args.lr_schedule and name in recipe_values and name not in overridden:
+                setattr(args, name, None)
 
 
 def _read_paths(args: argparse.Namespace) -> list[tuple[str, str | None]]:
@@ -576,7 +617,7 @@ def _train_ranks(args: argparse.Namespace, config: RunConfig, ranks: RankInfo) -
         return train(config, args.output, device, progress=progress, ranks=ranks)
 
 
-@user_faults(ValueError, FileNotFoundError)
+@user_faults
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--list-recipes" in argv:

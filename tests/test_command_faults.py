@@ -18,16 +18,6 @@ import pytest
 from episodes.util.cli_errors import UserError, run_main
 from tests.command_walk import REPO, command_module, commands
 
-# The learners' commands move onto the one error root in the learners' pass of issue 35 (their
-# package is being restructured, issue 31): until then their `main` keeps the older
-# `@user_faults(ValueError, ...)`, so a plain ValueError below them is still one line.
-LEARNERS_LATER = {"learners.train", "learners.evaluate", "learners.report"}
-# The learners' exceptions a user can fix that are still plain ValueErrors (the same pass).
-LEARNERS_ERRORS_LATER = {
-    "learners.training.checkpoint_file.CheckpointError",
-    "learners.training.run_checkpoints.CheckpointDamagedError",
-    "learners.training.training_loop.NonFiniteLossError",
-}
 # Exceptions that are no user fault, each with why.
 NOT_USER_FAULTS = {
     "learners.training.distributed.PeerLost": "a rank's collective failed; the rank that stopped says why",
@@ -42,20 +32,7 @@ def _bug(*args, **kwargs):
     raise InjectedBug("shapes (3,) and (4,) not aligned")
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                name in LEARNERS_LATER,
-                reason="learners move onto the one error root in their pass",
-                strict=True,
-            ),
-        )
-        for name in commands()
-    ],
-)
+@pytest.mark.parametrize("command", commands())
 def test_a_bug_below_a_command_keeps_its_traceback(command, monkeypatch, capsys):
     """Every command parses its flags first: argparse raising a plain ValueError is a bug under
     the command, which must reach the user with its traceback, not as one line and status 2."""
@@ -82,7 +59,7 @@ def _sources(package: str):
         yield path, path.read_text()
 
 
-@pytest.mark.parametrize("package", ["episodes", "beam_pipelines", "splits"])
+@pytest.mark.parametrize("package", ["episodes", "beam_pipelines", "splits", "learners"])
 def test_commands_end_in_error_one_way(package):
     """`main` raises and `run_main` / `@user_faults` print: no hand-written `error:` line, no
     `parser.exit`, no per-command list of built-in exceptions (`extra_errors=`,
@@ -137,8 +114,7 @@ def test_every_exception_of_the_packages_is_a_user_error(package):
         if issubclass(cls, UserError) or name in NOT_USER_FAULTS:
             continue
         outside.add(name)
-    expected = LEARNERS_ERRORS_LATER if package == "learners" else set()
-    assert outside == expected
+    assert outside == set()
 
 
 def test_the_merged_errors_keep_both_old_bases():
@@ -158,8 +134,6 @@ def test_no_command_catches_a_built_in_exception_around_its_work():
     user's input is fine, and is written against that call)."""
     found = []
     for command in commands():
-        if command.split(".")[0] == "learners":
-            continue
         path = REPO / (command.replace(".", "/") + ".py")
         if not path.is_file():
             continue

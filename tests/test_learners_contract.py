@@ -33,6 +33,7 @@ from learners.methods.registry import (
     register_learner,
     resolved_config,
 )
+from learners.optim.lr_schedule import LR_SCHEDULES, SCHEDULE_OPTIONS
 from learners.training.checkpoint_file import load_checkpoint_learner
 from learners.training.training_loop import save_checkpoint
 
@@ -184,9 +185,13 @@ def test_every_option_is_a_flag_of_learners_train(method: str) -> None:
     config = tiny(method)
     argv = ["--method", method, "--synthetic", "--episodes", "1", "--output", "unused"]
     expected = {}
+    # the schedule chosen below is the first non-default one; the others' options are refused
+    # with it (test_every_schedule_option_is_a_flag_of_learners_train covers them)
+    schedule = [s for s in LR_SCHEDULES if s != config.lr_schedule][0]
+    ignored = {n for s, names in SCHEDULE_OPTIONS.items() if s != schedule for n in names}
     for config_class, values in ((LearnerConfig, config), (type(config.options), config.options)):
         for field in cli_fields(config_class):
-            if field.name in method_entry(method).fixed:
+            if field.name in method_entry(method).fixed or field.name in ignored:
                 continue
             default = getattr(values, field.name)
             if isinstance(default, bool) or field.type in ("bool", bool):
@@ -210,6 +215,21 @@ def test_every_option_is_a_flag_of_learners_train(method: str) -> None:
         for name in expected
     }
     assert got == expected
+
+
+@pytest.mark.parametrize("schedule", LR_SCHEDULES)
+def test_every_schedule_option_is_a_flag_of_learners_train(schedule: str) -> None:
+    argv = ["--method", "protonet", "--synthetic", "--episodes", "100", "--output", "unused"]
+    argv += ["--lr-schedule", schedule]
+    values = {"decay_every": 7, "decay_rate": 0.25, "cosine_cycles": 3}
+    values.update(cycle_multiplier=3.0, cycle_lr_factor=0.2)  # not the defaults
+    expected = {name: values[name] for name in SCHEDULE_OPTIONS[schedule]}
+    for name, value in expected.items():
+        assert value != getattr(LearnerConfig(), name)
+        argv += [flag_name(name), str(value)]
+    saved = train_cli.run_config_from_args(train_cli.build_parser().parse_args(argv)).learner
+    assert saved.lr_schedule == schedule
+    assert {name: getattr(saved, name) for name in expected} == expected
 
 
 def test_an_unknown_method_names_the_known_ones() -> None:

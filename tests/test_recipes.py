@@ -8,12 +8,14 @@ import json
 
 import pytest
 
+from learners.methods.registry import is_episodic
 from learners.train import main
 from learners.training.recipe_files import load_recipe, recipe_listing, recipe_names
 
 TINY = ["--backbone", "cnn4", "--image-size", "28", "--width", "0.25", "--episodes", "2"]
-TINY += ["--validation-episodes", "0", "--batch-size", "8", "--no-progress", "--device", "cpu"]
+TINY += ["--validation-episodes", "0", "--no-progress", "--device", "cpu"]
 TINY += ["--ways", "3", "--shots", "1", "--query", "2"]
+SMALL_BATCH = ["--batch-size", "8"]  # multiclass recipes only: episodic methods refuse it
 
 
 def test_the_shipped_recipes_are_listed_with_a_source_for_every_value(capsys) -> None:
@@ -51,7 +53,8 @@ def test_each_recipe_trains_a_few_steps_and_is_recorded(name: str, tmp_path) -> 
     fewer = (
         ["--inner-steps", "1", "--eval-inner-steps", "1"] if "inner_steps" in recipe.values else []
     )
-    assert main(["--recipe", name, "--synthetic", "--output", str(run), *TINY, *fewer]) == 0
+    batch = [] if is_episodic(recipe.values["method"]) else SMALL_BATCH
+    assert main(["--recipe", name, "--synthetic", "--output", str(run), *TINY, *fewer, *batch]) == 0
     config = json.loads((run / "config.json").read_text())
     assert config["extra"]["recipe"] == name
     learner = config["learner"]
@@ -158,7 +161,8 @@ def test_meta_datasets_finetune_evaluates_a_multiclass_run(tmp_path, capsys) -> 
     from learners import evaluate
 
     run = tmp_path / "run"
-    assert main(["--recipe", "atg/multiclass", "--synthetic", "--output", str(run), *TINY]) == 0
+    argv = ["--recipe", "atg/multiclass", "--synthetic", "--output", str(run), *TINY]
+    assert main([*argv, *SMALL_BATCH]) == 0
     common = ["--run", str(run), "--episodes", "2", "--no-progress", "--no-hardness"]
     out = tmp_path / "md"
     argv = [*common, "--output", str(out), "--inference", "md_finetune"]

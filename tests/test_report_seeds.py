@@ -97,7 +97,9 @@ def test_seeds_report_groups_runs_that_differ_only_in_seed(tmp_path, capsys) -> 
     assert report.main(["seeds", *evals, other]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("A: 82.00") and "3 seed(s) [0, 1, 2]: std 2.00" in lines[0]
-    assert lines[1].startswith("B: 60.00") and "1 seed(s)" in lines[1]
+    assert lines[1].startswith("B: 60.00 (episode CI +-")
+    assert "1 seed [0]: the spread across seeds needs 2+ seeds" in lines[1]
+    assert "CI +-0.00" not in lines[1] and "std 0.00" not in lines[1]  # no spread of one value
     assert report.main(["seeds", evals[0], evals[0]]) != 0
     assert "repeat a training seed" in capsys.readouterr().err
 
@@ -224,7 +226,9 @@ def test_ranks_refuse_a_run_twice_and_seeds_on_other_sources(tmp_path, monkeypat
     assert err.count("\n") == 1 and err.startswith("error: protonet (3 seeds): ")
     assert f"{Path('evals', 'p-s2')} lacks aircraft/test, cu_birds/test" in err
     assert report.main(["ranks", "--per-run", *evals]) == 2  # the table needs every source
-    assert "source 'aircraft/test' has methods" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("error: a ranks table needs every column evaluated on the same test")
+    assert "lacks aircraft/test, cu_birds/test" in err and err.count("\n") == 1
 
     assert report.main(["ranks", evals[0], evals[0], evals[3]]) == 2
     err = capsys.readouterr().err

@@ -14,6 +14,7 @@ from episodes.records.dataset_spec import BiLevelHierarchy, DagHierarchy, Datase
 from episodes.sampling.sampler import EpisodeSampler, SamplerConfig
 from learners import evaluate
 from learners import train as train_cli
+from learners.evaluation.evaluation_folder import split_file_tag
 from tests.cli_processes import TINY, python_m
 from tests.test_reader_fixtures import write_dataset
 
@@ -161,7 +162,7 @@ def test_evaluate_honours_records_or_refuses_a_split_file(toy, tmp_path: Path, c
         capsys.readouterr()
         assert evaluate.main([*common, "--split-file", str(split_file)]) == 0
         out = Path(capsys.readouterr().out.strip().splitlines()[-1].split()[1].rsplit("/", 1)[0])
-        assert out.name.endswith(f"-split-{split_file.stem}")  # two split files, two folders
+        assert out.name.endswith(f"-{split_file_tag(split_file)}")  # two split files, two folders
         summary = json.loads((out / "summary.json").read_text())
         assert summary["settings"]["split_file"] == str(split_file)
         test_names = set(json.loads(split_file.read_text())["test"])
@@ -173,5 +174,5 @@ def test_evaluate_honours_records_or_refuses_a_split_file(toy, tmp_path: Path, c
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: --split-file {missing}: no such file"
     assert sorted(p.name for p in (run / "eval").iterdir()) == sorted(
-        f"test-last-variable-4ep-split-{s.stem}" for s in (aligned, mixed)
+        f"test-last-variable-4ep-{split_file_tag(s)}" for s in (aligned, mixed)
     )

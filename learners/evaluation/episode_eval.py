@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from learners import LearnerConfigError
 from learners.evaluation.batched_inference import batched_query_logits
 from learners.evaluation.metrics import (
     AccuracySummary,
@@ -187,7 +188,7 @@ def evaluate_episodes(
     `episode_generator(seed, i)` whatever the batch size. `indices` names the episodes' indices
     in their stream when `episodes` is a share of it (a torchrun rank's; default 0, 1, ...)."""
     if episodes_per_batch < 1:
-        raise ValueError(f"--episodes-per-batch {episodes_per_batch}: expected >= 1")
+        raise LearnerConfigError(f"--episodes-per-batch {episodes_per_batch}: expected >= 1")
     records: list[EpisodeRecord] = []
     class_rows: list[dict[str, Any]] = []
     autocast = MixedPrecision(amp, learner.device.type).autocast

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from episodes.images.decoded_cache import file_sha256
 from episodes.util.atomic_files import missing_parents, remove_if_empty, staging_folder
 from episodes.util.cli_errors import UserError
 from episodes.util.dead_job_leftovers import FolderLockedError, lock_and_clear
@@ -33,9 +34,19 @@ def episode_shape(ways: int | None, shots: int | None, query: int | None) -> str
     return "".join(parts) or "variable"
 
 
+SPLIT_DIGEST_CHARS = 8  # of the split file's SHA-256 in the folder name
+
+
+def split_file_tag(path: str | os.PathLike) -> str:
+    """`split-<name>-<digest>`: the split file's name and the start of its content's SHA-256,
+    so that two split files named alike (ATG sweeps write the same names for every dataset)
+    get two folders, and a split file rewritten with other classes gets a new one."""
+    return f"split-{Path(path).stem}-{file_sha256(path)[:SPLIT_DIGEST_CHARS]}"
+
+
 def folder_name(settings: Mapping[str, Any], explicit_split_file: str | None = None) -> str:
     """The default folder name: split, checkpoint, inference, shape, count, then variants
-    (a split file given to the evaluation adds `split-<its name>`)."""
+    (a split file given to the evaluation adds `split_file_tag`)."""
     parts = [settings["split"], settings["checkpoint"]]
     if settings.get("inference"):
         parts.append(settings["inference"])
@@ -60,7 +71,7 @@ def folder_name(settings: Mapping[str, Any], explicit_split_file: str | None = N
     if settings.get("dataset"):
         parts.append("on-" + "+".join(Path(d).name for d in settings["dataset"].split(",")))
     if explicit_split_file:
-        parts.append("split-" + Path(explicit_split_file).stem)
+        parts.append(split_file_tag(explicit_split_file))
     return "-".join(str(p) for p in parts)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from learners import LearnerConfigError
 from learners.evaluation.episode_eval import (
     EpisodeRecord,
     HardnessMeasure,
@@ -73,6 +74,6 @@ def batch_share(count: int, per_batch: int, ranks: RankInfo) -> list[int]:
     episodes one process evaluates, so that rank's own batches of `per_batch` are exactly
     those (only the run's last batch may be short, and it is last in its rank's list)."""
     if per_batch < 1:
-        raise ValueError(f"--episodes-per-batch {per_batch}: expected >= 1")
+        raise LearnerConfigError(f"--episodes-per-batch {per_batch}: expected >= 1")
     starts = range(ranks.rank * per_batch, count, ranks.world_size * per_batch)
     return [i for start in starts for i in range(start, min(start + per_batch, count))]

@@ -31,6 +31,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from episodes.reading.reader import DECODE_DEVICES
 from episodes.sampling.episode import ARRAY_FIELDS
+from learners import LearnerConfigError
 from learners.feed.device_prefetch import prefetch_to_device
 from learners.feed.episode_batch import episode_field
 from learners.feed.episode_source import SYNTHETIC, close_source
@@ -46,7 +47,7 @@ class FeedConfig:
 
     def __post_init__(self) -> None:
         if self.loader_workers < 0:
-            raise ValueError(f"--loader-workers {self.loader_workers}: expected >= 0")
+            raise LearnerConfigError(f"--loader-workers {self.loader_workers}: expected >= 0")
         if self.prefetch < 1:
             raise ValueError(f"prefetch {self.prefetch}: expected >= 1")
 
@@ -254,19 +255,21 @@ def check_throughput_options(
 ) -> None:
     """Refuse impossible loading options with one message, before any work starts."""
     if loader_workers < 0 or decode_processes < 0:
-        raise ValueError(
+        raise LearnerConfigError(
             f"--loader-workers {loader_workers} --decode-processes {decode_processes}: "
             "expected >= 0"
         )
     if keep_snapshots is not None and keep_snapshots < 0:
-        raise ValueError(f"--keep-snapshots {keep_snapshots}: expected >= 0")
+        raise LearnerConfigError(f"--keep-snapshots {keep_snapshots}: expected >= 0")
     if decode_processes > 0 and loader_workers > 0:
-        raise ValueError(
+        raise LearnerConfigError(
             "--decode-processes applies when the training process reads (--loader-workers 0); "
             "loader workers decode themselves: use one of the two"
         )
     if decode_processes > 0 and dataset == SYNTHETIC:
-        raise ValueError("--decode-processes decodes JPEG records; --dataset synthetic has none")
+        raise LearnerConfigError(
+            "--decode-processes decodes JPEG records; --dataset synthetic has none"
+        )
 
 
 def check_decode_device(
@@ -281,13 +284,15 @@ def check_decode_device(
     reader's decode processes decode on the CPU), onto the training GPU, and needs CUDA with a
     torchvision that loads (`episodes.images.gpu_decode.gpu_decode_problem`)."""
     if decode_device not in DECODE_DEVICES:
-        raise ValueError(f"--decode-device {decode_device!r}: expected one of {DECODE_DEVICES}")
+        raise LearnerConfigError(
+            f"--decode-device {decode_device!r}: expected one of {DECODE_DEVICES}"
+        )
     if decode_device == "cpu":
         return
     if dataset == SYNTHETIC:
-        raise ValueError("--decode-device cuda decodes JPEG records; --synthetic has none")
+        raise LearnerConfigError("--decode-device cuda decodes JPEG records; --synthetic has none")
     if loader_workers or decode_processes:
-        raise ValueError(
+        raise LearnerConfigError(
             f"--decode-device cuda decodes in the training process: drop --loader-workers "
             f"{loader_workers or 0} --decode-processes {decode_processes or 0} (or decode on "
             "the CPU, --decode-device cpu)"
@@ -296,9 +301,9 @@ def check_decode_device(
 
     why_not = gpu_decode_problem("cuda")
     if why_not is not None:
-        raise ValueError(f"--decode-device cuda: {why_not}; use --decode-device cpu")
+        raise LearnerConfigError(f"--decode-device cuda: {why_not}; use --decode-device cpu")
     if device.type != "cuda":
-        raise ValueError(
+        raise LearnerConfigError(
             f"--decode-device cuda decodes onto the training GPU; --device {device} trains on "
             "the CPU (use --device cuda, or --decode-device cpu)"
         )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from episodes.records.local_dataset import is_remote
+from learners import LearnerConfigError, LearnerInputError
 from learners.feed.synthetic_episodes import (
     BlobDataset,
     BlobDatasetConfig,
@@ -123,14 +124,14 @@ def dataset_dirs(dataset: str) -> list[str]:
     dirs = [d for d in dataset.split(",") if d]
     for d in dirs:
         if is_remote(d):
-            raise FileNotFoundError(
+            raise LearnerInputError(
                 f"--dataset {d}: the learners read a local folder; copy it first with `python -m "
                 f"episodes.fetch --dataset {d} --output LOCAL_FOLDER` and pass LOCAL_FOLDER"
             )
         if not Path(d).is_dir():
-            raise FileNotFoundError(f"--dataset {d}: no such folder (expected a converted dataset)")
+            raise LearnerInputError(f"--dataset {d}: no such folder (expected a converted dataset)")
     if not dirs:
-        raise ValueError("--dataset is empty")
+        raise LearnerConfigError("--dataset is empty")
     return dirs
 
 
@@ -206,9 +207,9 @@ def _fixed_support_sampler(dirs: list[str], config: Any, request: EpisodeRequest
 
     pool_file = request.options.fix_ml_pool
     if len(dirs) != 1:
-        raise ValueError("a FIX-ML fixed-support pool applies to one dataset folder")
+        raise LearnerConfigError("a FIX-ML fixed-support pool applies to one dataset folder")
     if not Path(str(pool_file)).is_file():
-        raise FileNotFoundError(f"--fix-ml-pool {pool_file}: no such pool JSON file")
+        raise LearnerInputError(f"--fix-ml-pool {pool_file}: no such pool JSON file")
     pool = FixedSupportPool.load(pool_file)
     spec = load_dataset(dirs[0], request.split_file)
     return EpisodeSampler(spec, request.split, config, request.seed, pool=pool)
@@ -223,7 +224,7 @@ class ShardEpisodeSource:
         from episodes.reading.episode_shards import EpisodeShardReader
 
         if not Path(path).exists():
-            raise FileNotFoundError(f"--episode-shards {path}: no such file or folder")
+            raise LearnerInputError(f"--episode-shards {path}: no such file or folder")
         self.reader = EpisodeShardReader(path, image_size=image_size)
 
     def episodes(self, start: int = 0) -> Iterator[Any]:
@@ -287,7 +288,7 @@ class ReaderBatchSource:
         from episodes.reading.reader import EpisodeReader
 
         if batch_size < 1:
-            raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+            raise LearnerConfigError(f"--batch-size must be >= 1, got {batch_size}")
         self.reader = EpisodeReader(
             dataset_dirs(dataset),
             "train",
@@ -383,13 +384,13 @@ def open_episode_source(
     (decoding records in `decode_processes` worker processes when > 0, on the GPU with
     `decode_device="cuda"`)."""
     if split not in ("train", "valid", "test"):
-        raise ValueError(f"split {split!r}: expected 'train', 'valid' or 'test'")
+        raise LearnerConfigError(f"split {split!r}: expected 'train', 'valid' or 'test'")
     if dataset == SYNTHETIC:
         return SyntheticEpisodeSource(
             split, seed, _synthetic_config(options), _synthetic_dataset(options)
         )
     if split_file is not None and not Path(split_file).is_file():
-        raise FileNotFoundError(f"--split-file {split_file}: no such file")
+        raise LearnerInputError(f"--split-file {split_file}: no such file")
     request = EpisodeRequest(dataset, split, split_file, options, seed)
     return ReaderEpisodeSource(request, decode_processes, decode_device)
 
@@ -407,7 +408,7 @@ def open_batch_source(
     if dataset == SYNTHETIC:
         return SyntheticBatchSource(batch_size, seed, _synthetic_dataset(options))
     if split_file is not None and not Path(split_file).is_file():
-        raise FileNotFoundError(f"--split-file {split_file}: no such file")
+        raise LearnerInputError(f"--split-file {split_file}: no such file")
     return ReaderBatchSource(
         dataset, split_file, batch_size, options.image_size, seed, decode_processes, decode_device
     )

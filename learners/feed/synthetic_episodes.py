@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from learners import LearnerConfigError
+
 SPLITS = ("train", "valid", "test")
 
 
@@ -101,7 +103,7 @@ class SyntheticEpisodeSource:
         self.source = f"synthetic_blobs/{split}"
         lam = config.base_novel_lambda
         if lam is not None and not 0.0 <= lam <= 1.0:
-            raise ValueError(f"base_novel_lambda must lie in [0, 1], got {lam}")
+            raise LearnerConfigError(f"base_novel_lambda must lie in [0, 1], got {lam}")
 
     def _choose_classes(self, rng: np.random.Generator, ways: int) -> list[int]:
         lam = self.config.base_novel_lambda
@@ -127,7 +129,7 @@ class SyntheticEpisodeSource:
         cfg = self.config
         ways = cfg.ways or int(rng.integers(5, min(cfg.max_ways, len(self.classes)) + 1))
         if ways > len(self.classes):
-            raise ValueError(
+            raise LearnerConfigError(
                 f"{ways} ways but split {self.split!r} has {len(self.classes)} classes"
             )
         classes = self._choose_classes(rng, ways)
@@ -166,7 +168,7 @@ class SyntheticBatchSource:
 
     def __init__(self, batch_size: int = 64, seed: int = 0, dataset: BlobDataset | None = None):
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise LearnerConfigError(f"batch_size must be >= 1, got {batch_size}")
         self.dataset = dataset or BlobDataset()
         self.batch_size = batch_size
         self.seed = seed

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from episodes.records.dataset_spec import load_spec
+from learners import LearnerConfigError
 
 EVERY_DATASET = "all"
 RECORD_KEY = "validation_dataset"  # config.json `extra` key, written only when not the default
@@ -35,7 +36,7 @@ def resolve_validation_dataset(choice: str | None, dataset: str, synthetic: str)
         return None
     flag = f"--validation-dataset {choice}"
     if dataset == synthetic:
-        raise ValueError(
+        raise LearnerConfigError(
             f"{flag}: the synthetic data has one valid split; pass --validation-dataset "
             f"{EVERY_DATASET} (or leave it out) to validate on it"
         )
@@ -43,13 +44,15 @@ def resolve_validation_dataset(choice: str | None, dataset: str, synthetic: str)
     names = {folder: dataset_name(folder) for folder in folders}
     named = [f for f in folders if choice in (names[f], Path(f).name)]
     if len(named) > 1:
-        raise ValueError(f"{flag}: several --dataset folders go by that name ({named}); pass one")
+        raise LearnerConfigError(
+            f"{flag}: several --dataset folders go by that name ({named}); pass one"
+        )
     if named:
         return named[0]
     if Path(choice).is_dir():
         return choice
     listed = ", ".join(f"{names[f]} ({f})" for f in folders)
-    raise ValueError(
+    raise LearnerConfigError(
         f"{flag}: no --dataset goes by that name and no such folder; expected one of the "
         f"datasets' names [{listed}], a converted dataset folder, or {EVERY_DATASET} (every "
         f"--dataset's valid split)"

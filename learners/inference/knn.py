@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from learners import LearnerConfigError
 from learners.nn.prototypes import cosine_similarity_matrix, squared_euclidean
 
 KNN_METRICS = ("euclidean", "cosine")
@@ -24,9 +25,9 @@ def knn_logits(
     neighbour among the k; with k = 1 this is the nearest-neighbour rule.
     """
     if metric not in KNN_METRICS:
-        raise ValueError(f"unknown k-NN metric {metric!r}; expected one of {KNN_METRICS}")
+        raise LearnerConfigError(f"unknown k-NN metric {metric!r}; expected one of {KNN_METRICS}")
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise LearnerConfigError(f"k must be >= 1, got {k}")
     if metric == "euclidean":
         distance = squared_euclidean(query, support)
     else:

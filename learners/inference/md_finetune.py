@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from learners import LearnerConfigError
 from learners.feed.episode_batch import EpisodeTensors
 from learners.nn.batch_norm import embed_support_query
 from learners.nn.linear_classifier import MDHead
@@ -76,7 +77,7 @@ def check_md_finetune_flags(given: Iterable[str], inference: str | None) -> None
     (ValueError naming the flags), so that none is silently ignored."""
     flags = sorted("--" + name.replace("_", "-") for name in given if name.startswith("md_"))
     if flags and inference != "md_finetune":
-        raise ValueError(
+        raise LearnerConfigError(
             f"{' and '.join(flags)} apply to Meta-Dataset's Finetune (--inference md_finetune), "
             f"not {'inference ' + inference if inference else 'this method'}"
         )

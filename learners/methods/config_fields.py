@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, TypeVar
 
+from learners import LearnerConfigError
+
 Config = TypeVar("Config", bound="MethodConfig")
 
 
@@ -97,7 +99,7 @@ def check_fields(config: Any) -> None:
             continue
         problem = _bound_problem(field, value)
         if problem is not None:
-            raise ValueError(f"{flag_name(field.name)} {value}: {problem}")
+            raise LearnerConfigError(f"{flag_name(field.name)} {value}: {problem}")
 
 
 @dataclass

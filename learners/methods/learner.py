@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from learners import LearnerConfigError
 from learners.feed.episode_batch import EpisodeTensors, Normalization, episode_to_tensors
 from learners.methods.config_fields import MethodConfig
 from learners.methods.learner_config import LearnerConfig
@@ -66,6 +67,9 @@ class Learner(nn.Module):
     # The BatchNorm convention when --batch-norm is not given (learners.nn.batch_norm): running
     # averages, or each set's own moments for MAML-style learners.
     default_batch_norm: ClassVar[str] = "running"
+    # A cross-entropy training loss sits at ln(classes) when the network learns nothing
+    # (learners.training.loss_watch); False for a method whose loss is another (an MSE).
+    loss_is_cross_entropy: ClassVar[bool] = True
 
     def __init__(self, config: LearnerConfig):
         super().__init__()
@@ -113,7 +117,7 @@ class Learner(nn.Module):
             m for m in self.backbone.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
         ]
         if mode == "running" and any(m.running_mean is None for m in norms):
-            raise ValueError(
+            raise LearnerConfigError(
                 f"--batch-norm running: this run was trained with --batch-norm {self.batch_norm}, "
                 "so it has no running averages"
             )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from learners import LearnerConfigError
 from learners.feed.episode_batch import EpisodeTensors
 from learners.methods.config_fields import MethodConfig, option
 from learners.methods.learner import Learner
@@ -50,7 +51,7 @@ def matching_log_probs(
 ) -> torch.Tensor:
     """log p(y=k|x) of the attention classifier, computed in log space for stability."""
     if normalize not in MATCHING_NORMALIZATIONS:
-        raise ValueError(f"--matching-normalize {normalize}: expected support or both")
+        raise LearnerConfigError(f"--matching-normalize {normalize}: expected support or both")
     keys = tf_l2_normalize(support)
     queries = tf_l2_normalize(query) if normalize == "both" else query
     log_attention = F.log_softmax(scale * queries @ keys.t(), dim=1)

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from learners import LearnerConfigError
 from learners.feed.episode_batch import EpisodeTensors, images_to_tensor
 from learners.inference.finetune import (
     DHILLON_BN_MICRO_BATCH,
@@ -202,7 +203,7 @@ def smoothed_targets(
     elif form == "paper":
         off, on = epsilon / max(classes - 1, 1), 1.0 - epsilon
     else:
-        raise ValueError(
+        raise LearnerConfigError(
             f"--label-smoothing-form {form}: expected one of {', '.join(LABEL_SMOOTHING_FORMS)}"
         )
     targets = torch.full((indices.shape[0], classes), off, device=indices.device)
@@ -241,7 +242,9 @@ class MulticlassLearner(Learner):
         """The classifier over the training classes and the sorted table of their ids."""
         class_ids = self.options.train_class_ids
         if len(class_ids) < 2:
-            raise ValueError("multiclass pre-training needs the list of >= 2 training class ids")
+            raise LearnerConfigError(
+                "multiclass pre-training needs the list of >= 2 training class ids"
+            )
         self.classifier = pretrain_classifier(
             self.backbone.out_dim, len(class_ids), self.options.head_options()
         )

@@ -15,9 +15,11 @@ from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from learners import LearnerConfigError
 from learners.methods.config_fields import MethodConfig, flag_name
 from learners.methods.learner_config import LearnerConfig
 from learners.nn.backbones import canonical_backbone_name
+from learners.optim.lr_schedule import check_schedule_options
 
 if TYPE_CHECKING:
     from learners.methods.learner import Learner
@@ -119,7 +121,7 @@ def method_entry(name: str) -> MethodEntry:
     key = _key(name)
     key = _SPELLINGS.get(key, key)
     if key not in entries:
-        raise ValueError(f"unknown method {name!r}; expected one of {tuple(entries)}")
+        raise LearnerConfigError(f"unknown method {name!r}; expected one of {tuple(entries)}")
     return entries[key]
 
 
@@ -204,10 +206,11 @@ def learner_config(method: str, **values: Any) -> LearnerConfig:
     own_names = {f.name for f in fields(entry.options)}
     foreign = sorted(set(values) - shared_names - own_names)
     if foreign:
-        raise ValueError(foreign_options_message(foreign, entry.name))
+        raise LearnerConfigError(foreign_options_message(foreign, entry.name))
+    check_schedule_options(values.get("lr_schedule", LearnerConfig.lr_schedule), values)
     for name, value in entry.fixed.items():
         if name in values and values[name] != value:
-            raise ValueError(
+            raise LearnerConfigError(
                 f"--method {entry.name} runs {name} {value}, not {flag_name(name)} {values[name]}"
             )
     options = entry.options(**{k: v for k, v in values.items() if k in own_names})

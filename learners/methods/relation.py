@@ -94,6 +94,7 @@ class ReferenceRelationModule(nn.Module):
 @register_learner("relation", options=RelationConfig, spellings=("relationnet",))
 class RelationNet(Learner):
     options: RelationConfig
+    loss_is_cross_entropy = False  # an MSE of relation scores: no ln(ways) chance level
 
     def add_modules(self) -> None:
         """The relation module, sized by the backbone's feature channels (and map size)."""

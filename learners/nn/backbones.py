@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from learners import LearnerConfigError
 from learners.nn.batch_norm import EpisodeBatchNorm2d
 
 BACKBONES = ("cnn4", "resnet12", "resnet18", "wrn28_10", "relationnet_cnn4", "wrn16_2")
@@ -66,7 +67,7 @@ def deeplab_align(images: torch.Tensor) -> torch.Tensor:
 def canonical_backbone_name(name: str) -> str:
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in BACKBONES:
-        raise ValueError(f"unknown backbone {name!r}; expected one of {BACKBONES}")
+        raise LearnerConfigError(f"unknown backbone {name!r}; expected one of {BACKBONES}")
     return key
 
 
@@ -333,9 +334,9 @@ def build_backbone(config: BackboneConfig) -> Backbone:
     """Construct the backbone named in `config` (see BACKBONES)."""
     name = canonical_backbone_name(config.name)
     if config.image_size < 16:
-        raise ValueError(f"image_size must be >= 16 pixels, got {config.image_size}")
+        raise LearnerConfigError(f"image_size must be >= 16 pixels, got {config.image_size}")
     if config.input_alignment != "none" and name != "resnet18":
-        raise ValueError(
+        raise LearnerConfigError(
             f"--input-alignment {config.input_alignment} applies to --backbone resnet18 "
             f"(Meta-Dataset's ResNet-18), not {name}"
         )

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from learners import LearnerConfigError
+
 BATCH_NORM_MODES = ("running", "support", "episode")
 _OFF, _RECORD, _REPLAY = "off", "record", "replay"
 
@@ -113,7 +115,7 @@ def embed_support_query(
             return support_features, embed(query)
     if mode == "episode":
         return embed(support), embed(query)
-    raise ValueError(f"--batch-norm {mode}: expected one of {', '.join(BATCH_NORM_MODES)}")
+    raise LearnerConfigError(f"--batch-norm {mode}: expected one of {', '.join(BATCH_NORM_MODES)}")
 
 
 @contextmanager

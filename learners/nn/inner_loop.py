@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import torch
 
+from learners import LearnerConfigError
+
 Params = dict[str, torch.Tensor]
 
 
@@ -24,7 +26,7 @@ def sgd_adapt(
 ) -> Params:
     """Take `steps` SGD steps of size `lr` on `loss_fn`; returns the adapted tensors."""
     if steps < 0 or lr < 0:
-        raise ValueError(f"inner steps and learning rate must be >= 0, got {steps}, {lr}")
+        raise LearnerConfigError(f"inner steps and learning rate must be >= 0, got {steps}, {lr}")
     names = list(params)
     for _ in range(steps):
         if first_order:

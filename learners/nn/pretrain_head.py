@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from learners import LearnerConfigError
 from learners.nn.linear_classifier import LinearClassifierForm, MDHead
 
 HEADS = ("linear", "cosine")
@@ -51,7 +52,9 @@ class MetaDatasetClassifier(nn.Module):
     def __init__(self, dim: int, classes: int, options: HeadOptions):
         super().__init__()
         if options.head not in HEADS:
-            raise ValueError(f"--pretrain-head {options.head}: expected one of {', '.join(HEADS)}")
+            raise LearnerConfigError(
+                f"--pretrain-head {options.head}: expected one of {', '.join(HEADS)}"
+            )
         self.options = options
         self.layer = MDHead(
             dim,

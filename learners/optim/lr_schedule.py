@@ -17,11 +17,21 @@ and a resumed run, even one continued with a larger --episodes, follows the same
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 
+from learners import LearnerConfigError
+
 LR_SCHEDULES = ("constant", "exponential", "cosine-cycles")
+# The options each schedule reads (LearnerConfig fields): one given with another schedule would
+# be ignored, so it is refused, as an option of another method is.
+SCHEDULE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "constant": (),
+    "exponential": ("decay_every", "decay_rate"),
+    "cosine-cycles": ("cosine_cycles", "cycle_multiplier", "cycle_lr_factor"),
+}
 HORIZON_KEY = "schedule_horizon"
 BASE_LR_KEY = "schedule_base_lr"
 
@@ -39,9 +49,41 @@ class ScheduleConfig:
 
     def __post_init__(self) -> None:
         if self.name not in LR_SCHEDULES:
-            raise ValueError(
+            raise LearnerConfigError(
                 f"--lr-schedule {self.name}: expected one of {', '.join(LR_SCHEDULES)}"
             )
+
+
+def check_schedule_options(schedule: str, given: Iterable[str]) -> None:
+    """Refuse (one line naming the flags and their schedule) options of a schedule other than
+    `schedule` among the option names `given`: `--decay-every` under cosine cycles."""
+    parts = [
+        f"--{name.replace('_', '-')} (an option of --lr-schedule {owner})"
+        for name in given
+        for owner, names in SCHEDULE_OPTIONS.items()
+        if name in names and owner != schedule
+    ]
+    if parts:
+        raise LearnerConfigError(
+            f"{' and '.join(parts)}: not {'an option' if len(parts) == 1 else 'options'} of "
+            f"--lr-schedule {schedule}"
+        )
+
+
+def check_cycle_lengths(config: ScheduleConfig, total_steps: int) -> None:
+    """Refuse cosine cycles of 0 steps over a run of `total_steps` (more cycles than steps, or
+    a multiplier that leaves a cycle no step): they would train at the last cycle's rate,
+    factor ** (cycles - 1) times the peak, from the start."""
+    if config.name != "cosine-cycles":
+        return
+    lengths = cycle_lengths(total_steps, config.cycles, config.cycle_multiplier)
+    empty = sum(1 for length in lengths if length == 0)
+    if empty:
+        raise LearnerConfigError(
+            f"--cosine-cycles {config.cycles} --cycle-multiplier {config.cycle_multiplier:g} "
+            f"over {total_steps} steps: {empty} of the cycles would last 0 steps; give fewer "
+            "cycles, a smaller multiplier or more steps"
+        )
 
 
 def exponential_lr(base: float, updates_done: int, decay_every: int, decay_rate: float) -> float:

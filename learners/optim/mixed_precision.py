@@ -16,13 +16,15 @@ from typing import Any
 
 import torch
 
+from learners import LearnerConfigError
+
 AMP_MODES = ("off", "bf16", "fp16")
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def check_amp_mode(mode: str) -> str:
     if mode not in AMP_MODES:
-        raise ValueError(f"--amp {mode!r}: expected one of {', '.join(AMP_MODES)}")
+        raise LearnerConfigError(f"--amp {mode!r}: expected one of {', '.join(AMP_MODES)}")
     return mode
 
 

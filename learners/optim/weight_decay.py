@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from learners import LearnerConfigError
+
 WEIGHT_DECAY_FORMS = ("coupled", "decoupled")
 
 
@@ -76,7 +78,7 @@ def build_optimizer(
     """Adam, or SGD with Nesterov momentum 0.9, over `groups` (each with its `weight_decay`),
     the decay `coupled` or `decoupled` (ValueError naming the flag otherwise)."""
     if form not in WEIGHT_DECAY_FORMS:
-        raise ValueError(
+        raise LearnerConfigError(
             f"--weight-decay-form {form}: expected one of {', '.join(WEIGHT_DECAY_FORMS)}"
         )
     decoupled = form == "decoupled"
@@ -88,4 +90,4 @@ def build_optimizer(
         if decoupled:
             return DecoupledSGD(groups, lr=lr, momentum=0.9, nesterov=True)
         return torch.optim.SGD(groups, lr=lr, momentum=0.9, nesterov=True)
-    raise ValueError(f"unknown optimizer {name!r}; expected 'adam' or 'sgd'")
+    raise LearnerConfigError(f"unknown optimizer {name!r}; expected 'adam' or 'sgd'")

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from episodes.util.atomic_files import write_text_atomically
+from learners import LearnerConfigError
 from learners.methods.learner import Learner
 from learners.training.checkpoint_file import (
     read_checkpoint_payload,
@@ -70,18 +71,18 @@ def read_backbone_init(path: str | os.PathLike, target: Learner) -> BackboneInit
         if key.startswith(BACKBONE)
     }
     if not weights:
-        raise ValueError(f"{OPTION} {checkpoint}: the checkpoint holds no backbone weights")
+        raise LearnerConfigError(f"{OPTION} {checkpoint}: the checkpoint holds no backbone weights")
     ours = target.backbone.state_dict()
     theirs, here = _describe(payload["config"]), _describe(target.config.to_dict())
     parameters = dict(target.backbone.named_parameters())
     for name, tensor in parameters.items():
         if name not in weights:
-            raise ValueError(
+            raise LearnerConfigError(
                 f"{OPTION} {checkpoint}: its backbone ({theirs}) has no {name}, which this "
                 f"run's ({here}) needs: start from a run with the same --backbone and --width"
             )
         if tuple(weights[name].shape) != tuple(tensor.shape):
-            raise ValueError(
+            raise LearnerConfigError(
                 f"{OPTION} {checkpoint}: {name} is {tuple(weights[name].shape)} in its "
                 f"backbone ({theirs}) but {tuple(tensor.shape)} in this run's ({here}): start "
                 "from a run with the same --backbone and --width"
@@ -89,7 +90,7 @@ def read_backbone_init(path: str | os.PathLike, target: Learner) -> BackboneInit
     # BatchNorm statistics this run does not keep (support or episode moments) are dropped
     unexpected = sorted(k for k in weights if k not in ours and not _is_running_statistic(k))
     if unexpected:
-        raise ValueError(
+        raise LearnerConfigError(
             f"{OPTION} {checkpoint}: its backbone ({theirs}) has {unexpected[0]}, which this "
             f"run's ({here}) does not: start from a run with the same --backbone and --width"
         )

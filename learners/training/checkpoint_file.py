@@ -16,12 +16,13 @@ from typing import Any
 
 import torch
 
+from episodes.util.cli_errors import UserError
 from learners.methods.learner import Learner
 from learners.methods.registry import build_learner, learner_config_from_dict
 from learners.training.training_loop import CHECKPOINTS, LAST
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint path that is not a usable learners checkpoint."""
 
 

@@ -6,6 +6,8 @@ import os
 
 import torch
 
+from learners import LearnerConfigError
+
 
 def resolve_device(name: str = "auto") -> torch.device:
     """`auto` -> CUDA when present, CPU otherwise; any other value must be a valid torch device."""
@@ -14,17 +16,17 @@ def resolve_device(name: str = "auto") -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError as error:
-        raise ValueError(
+        raise LearnerConfigError(
             f"--device {name!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'"
         ) from error
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {name!r}: CUDA is not available on this machine")
+        raise LearnerConfigError(f"--device {name!r}: CUDA is not available on this machine")
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise ValueError(
+        raise LearnerConfigError(
             f"--device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
         )
     if device.type not in ("cpu", "cuda"):  # mps, xpu, meta, ...: never tested here
-        raise ValueError(f"--device {name!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
+        raise LearnerConfigError(f"--device {name!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
     return device
 
 

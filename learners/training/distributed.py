@@ -26,7 +26,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from episodes.util.cli_errors import UserError
+from episodes.util.cli_errors import UserError, user_fault_lines
+from learners import LearnerConfigError
 
 TIMEOUT_MINUTES = 30  # a collective waiting longer than this ends the rank (no hang)
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
@@ -53,7 +54,7 @@ class RankInfo:
         if not 0 <= self.rank < self.world_size or not 0 <= self.local_rank < max(
             self.local_world_size, 1
         ):
-            raise ValueError(
+            raise LearnerConfigError(
                 f"RANK {self.rank}, WORLD_SIZE {self.world_size}, LOCAL_RANK {self.local_rank}, "
                 f"LOCAL_WORLD_SIZE {self.local_world_size}: expected 0 <= RANK < WORLD_SIZE "
                 "and 0 <= LOCAL_RANK < LOCAL_WORLD_SIZE (start the command with torchrun)"
@@ -76,12 +77,14 @@ def _env_int(name: str, environ: dict[str, str], default: int | None = None) -> 
     value = environ.get(name)
     if value is None:
         if default is None:
-            raise ValueError(f"{name} is not set: start the command with torchrun")
+            raise LearnerConfigError(f"{name} is not set: start the command with torchrun")
         return default
     try:
         return int(value)
     except ValueError:
-        raise ValueError(f"{name}={value!r}: expected an integer (set by torchrun)") from None
+        raise LearnerConfigError(
+            f"{name}={value!r}: expected an integer (set by torchrun)"
+        ) from None
 
 
 def rank_info_from_env(environ: dict[str, str] | None = None) -> RankInfo:
@@ -103,12 +106,12 @@ def rank_device(ranks: RankInfo, device: torch.device) -> torch.device:
     if not ranks.sharded or device.type != "cuda":
         return device
     if device.index is not None:
-        raise ValueError(
+        raise LearnerConfigError(
             f"--device {device}: under torchrun each rank uses cuda:LOCAL_RANK; "
             "give --device cuda or auto"
         )
     if ranks.local_rank >= torch.cuda.device_count():
-        raise ValueError(
+        raise LearnerConfigError(
             f"LOCAL_RANK {ranks.local_rank}: this machine has {torch.cuda.device_count()} GPUs; "
             "start at most that many processes per node (--nproc_per_node)"
         )
@@ -192,8 +195,11 @@ def one_line_per_fault(ranks: RankInfo) -> Iterator[None]:
         raise SystemExit(1) from None
     except RanksFault:
         raise
-    except (ValueError, FileNotFoundError, UserError) as fault:
-        raise UserError(f"rank {ranks.rank} of {ranks.world_size}: {fault}") from None
+    except Exception as fault:
+        lines = user_fault_lines(fault)
+        if not lines:  # a bug keeps its traceback
+            raise
+        raise UserError(f"rank {ranks.rank} of {ranks.world_size}: {'; '.join(lines)}") from None
 
 
 @contextmanager
@@ -207,16 +213,24 @@ def agree_on_setup(ranks: RankInfo) -> Iterator[None]:
     failure: BaseException | None = None
     try:
         yield
-    except (ValueError, FileNotFoundError, UserError) as error:
+    except Exception as error:  # every rank learns of it, so none waits for the others
         failure = error
-    messages = gather_objects(None if failure is None else str(failure), ranks)
-    failed = [(rank, message) for rank, message in enumerate(messages) if message is not None]
+    # Each rank's outcome: None (fine), its fault's lines, or "bug" (it keeps its traceback).
+    outcome: list[str] | str | None = None
+    if failure is not None:
+        outcome = user_fault_lines(failure) or "bug"
+    outcomes = gather_objects(outcome, ranks)
+    failed = [(rank, lines) for rank, lines in enumerate(outcomes) if lines is not None]
     if not failed:
         return
+    if outcome == "bug":
+        raise failure  # type: ignore[misc]
+    if any(lines == "bug" for _, lines in failed):
+        raise SystemExit(1)  # another rank's bug, printed there with its traceback
     if ranks.is_writer:
-        rank, message = failed[0]
+        rank, lines = failed[0]
         where = "every rank" if len(failed) == ranks.world_size else f"rank {rank}"
-        raise RanksFault(f"{where} of {ranks.world_size}: {message}")
+        raise RanksFault(f"{where} of {ranks.world_size}: {'; '.join(lines)}")
     raise SystemExit(2)
 
 
@@ -227,13 +241,14 @@ def on_rank_zero(action: Any, ranks: RankInfo) -> None:
     if ranks.is_writer:
         try:
             action()
-        except (ValueError, FileNotFoundError, UserError) as error:
+        except Exception as error:  # the others learn of it instead of waiting
             refusal = error
-    refused = broadcast_object(refusal is not None, ranks)
+    status = 0 if refusal is None else (2 if user_fault_lines(refusal) else 1)
+    status = broadcast_object(status, ranks)
     if refusal is not None:
-        raise refusal
-    if refused:
-        raise SystemExit(2)
+        raise refusal  # a bug with its traceback, a user fault as one line
+    if status:
+        raise SystemExit(status)
 
 
 def _collective(call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -295,7 +310,7 @@ class ShardPlan:
 
     def __post_init__(self) -> None:
         if self.meta_batch < 1:
-            raise ValueError(f"--meta-batch {self.meta_batch}: expected >= 1")
+            raise LearnerConfigError(f"--meta-batch {self.meta_batch}: expected >= 1")
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank {self.rank} of {self.world_size}: expected 0 <= rank < W")
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from learners import LearnerConfigError
+
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 
 
@@ -38,30 +40,67 @@ def _files() -> list[Path]:
     return list(RECIPES_DIR.glob("*/*.toml"))
 
 
+def recipe_path(name: str) -> Path:
+    """The file of recipe `family/name`, or `name` itself when it is a path to a .toml file."""
+    return Path(name) if name.endswith(".toml") else RECIPES_DIR / f"{name}.toml"
+
+
+def _value_fault(action: argparse.Action, value: Any) -> str | None:
+    """What is wrong with `value` as the value of `action`'s flag (None when it fits): a
+    switch takes true or false, a number flag a TOML number its type accepts, any other a
+    string. Flags of several values are left to argparse."""
+    if action.nargs not in (None, 0):
+        return None
+    if action.nargs == 0:
+        return None if isinstance(value, bool) else "expected true or false"
+    if action.type in (None, str):
+        return None if isinstance(value, str) else "expected a string"
+    kind = getattr(action.type, "__name__", "number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"expected a number ({kind})"
+    try:
+        action.type(str(value))
+    except (ValueError, TypeError, argparse.ArgumentTypeError):
+        return f"expected a number ({kind})"
+    return None
+
+
+def apply_recipe_value_check(recipe: Recipe, key: str, action: argparse.Action) -> None:
+    """One line naming the recipe's file and the key when the value's type is not the flag's."""
+    fault = _value_fault(action, recipe.values[key])
+    if fault is not None:
+        raise LearnerConfigError(
+            f"{recipe_path(recipe.name)}: [options.{key}] value {recipe.values[key]!r}: {fault} "
+            f"(the value of --{key.replace('_', '-')})"
+        )
+
+
 def load_recipe(name: str) -> Recipe:
     """The recipe `family/name` (or a path to a .toml file); ValueError naming the file and the
     key on a malformed one."""
-    path = Path(name) if name.endswith(".toml") else RECIPES_DIR / f"{name}.toml"
+    path = recipe_path(name)
     if not path.is_file():
-        raise ValueError(f"--recipe {name}: no such recipe; expected one of {recipe_names()}")
+        raise LearnerConfigError(
+            f"--recipe {name}: no such recipe; expected one of {recipe_names()}"
+        )
     try:
         import tomllib  # Python 3.11+; the rest of the package runs on 3.10
     except ModuleNotFoundError:
-        raise ValueError("--recipe needs Python 3.11 or later (tomllib)") from None
+        raise LearnerConfigError("--recipe needs Python 3.11 or later (tomllib)") from None
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as error:
-        raise ValueError(f"{path}: not valid TOML ({error})") from None
+        raise LearnerConfigError(f"{path}: not valid TOML ({error})") from None
     values, sources = {}, {}
     for key, entry in data.get("options", {}).items():
         if not isinstance(entry, dict) or "value" not in entry or "source" not in entry:
-            raise ValueError(f"{path}: [options.{key}] needs a value and its source")
+            raise LearnerConfigError(f"{path}: [options.{key}] needs a value and its source")
         values[key], sources[key] = entry["value"], str(entry["source"])
     for field in ("description", "reference"):
         if not isinstance(data.get(field), str):
-            raise ValueError(f"{path}: needs a '{field}' line")
+            raise LearnerConfigError(f"{path}: needs a '{field}' line")
     if "method" not in values:
-        raise ValueError(f"{path}: needs [options.method]")
+        raise LearnerConfigError(f"{path}: needs [options.method]")
     label = (
         path.relative_to(RECIPES_DIR).with_suffix("").as_posix()
         if path.is_relative_to(RECIPES_DIR)
@@ -121,9 +160,12 @@ def apply_recipe(
     for key, value in recipe.values.items():
         action = actions.get(key)
         if action is None:
-            raise ValueError(f"recipe {recipe.name}: no flag --{key.replace('_', '-')}")
+            raise LearnerConfigError(f"recipe {recipe.name}: no flag --{key.replace('_', '-')}")
+        apply_recipe_value_check(recipe, key, action)
         if action.choices is not None and value not in action.choices:
-            raise ValueError(f"recipe {recipe.name}: --{key} {value} is not one of its choices")
+            raise LearnerConfigError(
+                f"recipe {recipe.name}: --{key} {value} is not one of its choices"
+            )
         action.required = False
         if _given(action, argv):
             overridden[key] = value

@@ -17,8 +17,10 @@ from typing import Any
 
 import torch
 
+from episodes.util.cli_errors import UserError
 
-class CheckpointDamagedError(ValueError):
+
+class CheckpointDamagedError(UserError, ValueError):
     """A checkpoint file that cannot be read back (its message is the one line to print)."""
 
 

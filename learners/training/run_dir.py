@@ -18,6 +18,8 @@ import torch
 from episodes.util.atomic_files import write_text_atomically
 from episodes.util.cli_errors import UserError
 from episodes.util.folder_lock import FolderLock, FolderLockedError, acquire_folder_lock
+from episodes.util.json_files import read_json_object
+from learners import LearnerConfigError, LearnerInputError
 from learners.feed.episode_source import EpisodeOptions
 from learners.methods.learner import Learner
 from learners.methods.learner_config import LearnerConfig
@@ -85,11 +87,27 @@ class RunConfig:
         return cls(**values)
 
 
+class RunFolderError(UserError, ValueError):
+    """A run folder's config.json that cannot be read back (truncated, or not written by
+    learners.train); the message names the file."""
+
+
+def _load_config(path: Path) -> RunConfig:
+    """The RunConfig in the config.json `path`, or RunFolderError naming it."""
+    values = read_json_object(path, RunFolderError)
+    try:
+        return RunConfig.from_dict(values)
+    except (KeyError, TypeError) as exc:  # a field missing or of another shape
+        raise RunFolderError(
+            f"{path}: not a learners.train config.json ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
 def read_run_config(run_dir: str | os.PathLike) -> RunConfig:
     path = Path(run_dir) / CONFIG
     if not path.is_file():
-        raise FileNotFoundError(f"--run {run_dir}: no {CONFIG} (not a learners.train run folder)")
-    return RunConfig.from_dict(json.loads(path.read_text()))
+        raise LearnerInputError(f"--run {run_dir}: no {CONFIG} (not a learners.train run folder)")
+    return _load_config(path)
 
 
 def lock_run_folder(run_dir: str | os.PathLike) -> FolderLock:
@@ -127,7 +145,7 @@ def write_or_check_run_config(run_dir: str | os.PathLike, config: RunConfig) -> 
     path = Path(run_dir) / CONFIG
     new = config.to_dict()
     if path.is_file():
-        old = RunConfig.from_dict(json.loads(path.read_text()))
+        old = _load_config(path)
         old.learner = resolved_config(old.learner)
         old_values = old.to_dict()
         changed = [
@@ -137,7 +155,7 @@ def write_or_check_run_config(run_dir: str | os.PathLike, config: RunConfig) -> 
             for line in changed_values(old_values.get(k), new.get(k), k)
         ]
         if changed:
-            raise ValueError(
+            raise LearnerConfigError(
                 f"{path} exists with different options ({'; '.join(changed)}): use a new "
                 "--output folder or the same options to resume"
             )
@@ -154,7 +172,7 @@ def overridden_config(config: LearnerConfig, overrides: dict[str, Any]) -> Learn
     method = config.method
     foreign = sorted(set(overrides) - set(config.options.__dataclass_fields__))
     if foreign:
-        raise ValueError(foreign_options_message(foreign, method))
+        raise LearnerConfigError(foreign_options_message(foreign, method))
     if set(overrides) & set(method_entry(method).fixed):
         method = unfixed_method(method)
     return replace(config, method=method, options=replace(config.options, **overrides))
@@ -170,7 +188,7 @@ def checkpoint_path(run_dir: str | os.PathLike, which: str) -> Path:
         matches = [p for s, p in list_snapshots(run_dir) if s == step]
         path = matches[0] if matches else folder / f"step_{step:08d}.pt"
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {which!r} of run {run_dir}: {path} not found")
+        raise LearnerInputError(f"checkpoint {which!r} of run {run_dir}: {path} not found")
     return path
 
 

@@ -36,9 +36,11 @@ import torch
 from tqdm import tqdm
 
 from episodes.util.atomic_files import atomic_path
-from episodes.util.cli_errors import interrupt_behind, unwritable_cause
+from episodes.util.cli_errors import UserError, interrupt_behind, unwritable_cause
+from learners import LearnerConfigError, LearnerInputError
 from learners.methods.learner import Learner
 from learners.training.distributed import SINGLE_PROCESS, RankInfo, barrier, broadcast_object
+from learners.training.loss_watch import LossWatch, chance_loss
 from learners.training.run_checkpoints import read_payload, resume_point
 
 if TYPE_CHECKING:  # the validation hook's result (`learners.evaluation`, a layer above)
@@ -62,14 +64,14 @@ class LoopConfig:
 
     def __post_init__(self) -> None:
         if self.meta_batch < 1:
-            raise ValueError(f"--meta-batch {self.meta_batch}: expected >= 1")
+            raise LearnerConfigError(f"--meta-batch {self.meta_batch}: expected >= 1")
         if self.total_steps < 1 or self.checkpoint_every < 1:
-            raise ValueError(
+            raise LearnerConfigError(
                 f"steps ({self.total_steps}) and checkpoint interval ({self.checkpoint_every}) "
                 "must be >= 1"
             )
         if self.keep_snapshots is not None and self.keep_snapshots < 0:
-            raise ValueError(f"--keep-snapshots {self.keep_snapshots}: expected >= 0")
+            raise LearnerConfigError(f"--keep-snapshots {self.keep_snapshots}: expected >= 0")
 
 
 @dataclass
@@ -165,7 +167,7 @@ def load_checkpoint(
     else:
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"checkpoint {path} not found")
+            raise LearnerInputError(f"checkpoint {path} not found")
         payload = read_payload(path, learner.device)  # a damaged file: one line naming it
     learner.load_state_dict(payload["model"])
     if learner.optimizer is not None and "optimizer" in payload:
@@ -235,7 +237,7 @@ def check_loss(loss: float, step: int, run_dir: Path, learner: Learner) -> None:
     )
 
 
-class NonFiniteLossError(ValueError):
+class NonFiniteLossError(UserError, ValueError):
     """The training loss became NaN or infinite (one line: the step and the last snapshot)."""
 
 
@@ -309,15 +311,20 @@ def run_training(
     began = time.time()
     loop_began = time.perf_counter()
     items = stream(start * config.meta_batch)
+    watch = LossWatch(learner.config.lr, start)  # one warning when training goes nowhere
     try:
         for step in range(start + 1, end + 1):
             asked = time.perf_counter()
             item = _next_items(items, config, step_fn)
             result.data_waits.append(time.perf_counter() - asked)
             learner.schedule_step(step, config.total_steps)  # learners.optim.lr_schedule
+            chance = chance_loss(learner, item) if writer else None
             loss = learner.train_step(item) if step_fn is None else step_fn(learner, item, step)
             del item
             check_loss(loss, step, run_dir, learner)
+            warning = watch.observe(step, loss, chance) if writer else None
+            if warning is not None:
+                bar.write(warning, file=sys.stderr)
             result.losses.append(loss)
             if writer:
                 pending.append({"step": step, "loss": f"{loss:.6f}"})
