@@ -5,7 +5,9 @@ Example:
       --split-file S.json --episodes 20000 --device auto --output RUN
 
 Re-running the same command on the same --output resumes from the last checkpoint; a larger
---episodes continues training. `--synthetic` trains on generated blob images. Every option of
+--episodes (or --epochs) continues training. Multiclass methods may count their length in
+epochs over the training images (--epochs 120 --cosine-cycle-epochs 40 80) and validate on
+held-out images of the training classes (--validation held-out --held-out-per-class 10%). `--synthetic` trains on generated blob images. Every option of
 the learners is a flag (generated from their config dataclasses); a method's own options are
 refused for another method.
 
@@ -24,6 +26,7 @@ import os
 import shlex
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,9 @@ from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, command_parser
 from episodes.util.output_overlap import refuse_overlap
 from learners.evaluation.episode_eval import validation_hook
+from learners.evaluation.held_out_validation import held_out_hook
+from learners.feed.class_holdout import FLAG as HOLD_OUT_FLAG
+from learners.feed.class_holdout import HoldOut, HoldOutError, trained_image_count
 from learners.feed.episode_feed import (
     DECODE_DEVICES,
     FeedConfig,
@@ -45,6 +51,7 @@ from learners.feed.episode_source import (
     SYNTHETIC,
     EpisodeOptions,
     close_source,
+    dataset_dirs,
     open_batch_source,
     open_episode_source,
     open_sharded,
@@ -89,6 +96,13 @@ from learners.training.distributed import (
 from learners.training.meta_batch import meta_batch_stepper
 from learners.training.recipe_files import apply_recipe, recipe_listing, recipe_record
 from learners.training.run_dir import RunConfig, lock_run_folder, write_or_check_run_config
+from learners.training.run_length import (
+    DEFAULT_CHECKPOINT_EVERY,
+    RunLengthError,
+    check_length_flags,
+    cycles_note,
+    resolve_run_length,
+)
 from learners.training.training_loop import (
     CHECKPOINTS,
     LAST,
@@ -97,6 +111,13 @@ from learners.training.training_loop import (
     list_snapshots,
     run_training,
 )
+
+FEW_SHOT, HELD_OUT = "few-shot", "held-out"
+VALIDATIONS = (FEW_SHOT, HELD_OUT)
+# config.json `extra` keys, written only for a run in epochs / validated on held-out images
+RUN_LENGTH_KEY = "run_length"
+VALIDATION_KEY = "validation"
+HOLD_OUT_KEY = "held_out_per_class"
 
 # The shared learner options that describe the network (the others: optimiser and schedule).
 MODEL_FIELDS = (
@@ -142,6 +163,21 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
         help="valid-split episodes per validation (0: no validation)",
     )
     group.add_argument(
+        "--validation",
+        choices=VALIDATIONS,
+        default=FEW_SHOT,
+        help="what validation measures, and so which checkpoint is best.pt: few-shot (episodes "
+        "of the valid split), or held-out (multiclass methods: the classifier's accuracy on "
+        f"the images {HOLD_OUT_FLAG} sets apart, as Dhillon et al. select the epoch)",
+    )
+    group.add_argument(
+        HOLD_OUT_FLAG,
+        default=None,
+        metavar="N_OR_PERCENT",
+        help="with --validation held-out: hold out N images of each training class (e.g. 20) or "
+        "a share of each (e.g. 10%%), drawn once from --seed and never trained on",
+    )
+    group.add_argument(
         "--validation-dataset",
         default=None,
         metavar="NAME_OR_FOLDER",
@@ -160,8 +196,10 @@ def add_model_arguments(parser: argparse.ArgumentParser, taken: set[str]) -> Non
         "--init-from",
         default=None,
         metavar="CHECKPOINT",
-        help="start the backbone from another run's (a run folder: its last.pt, or a .pt "
-        "file), as Meta-Dataset starts learners from the k-NN baseline's ImageNet weights; "
+        help="start the backbone from another run's: a run folder (its best-validation "
+        "checkpoint best.pt when it validated, else last.pt; the line printed says which) or a "
+        ".pt file, as Meta-Dataset's learners start from a pre-training run's best checkpoint "
+        "(--recipe meta_dataset/pretrain_resnet18, pretrain_convnet or pretrain_wide_resnet); "
         "same --backbone and --width; read once, when the run starts",
     )
 
@@ -174,8 +212,26 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, taken: set[str])
     group.add_argument(
         "--episodes",
         type=int,
-        required=True,
-        help="training steps (episodes, or batches for multiclass methods)",
+        default=None,
+        help="training steps (episodes, or batches for multiclass methods); or --epochs",
+    )
+    group.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="multiclass methods: the length in passes over the training classes' images "
+        "(held-out ones excluded), an epoch being floor(images / (--batch-size x meta-batch)) "
+        "steps; snapshots every epoch unless --checkpoint-every",
+    )
+    group.add_argument(
+        "--cosine-cycle-epochs",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="EPOCHS",
+        help="--lr-schedule cosine-cycles: each cycle's length in epochs (Dhillon et al.: 40 "
+        "80), in place of --cosine-cycles and --cycle-multiplier; with --episodes, the cycles "
+        "share the run's steps in these proportions",
     )
     group.add_argument(
         "--batch-size", type=int, default=64, help="multiclass batch size (per rank)"
@@ -210,8 +266,9 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--checkpoint-every",
         type=int,
-        default=1000,
-        help="save a kept snapshot (and validate) every N steps",
+        default=None,
+        help="save a kept snapshot (and validate) every N steps (default: every epoch of a run "
+        f"in --epochs, else {DEFAULT_CHECKPOINT_EVERY})",
     )
     group.add_argument(
         "--keep-snapshots",
@@ -322,14 +379,17 @@ def learner_config_from_args(args: argparse.Namespace) -> LearnerConfig:
 def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROCESS) -> RunConfig:
     """Validate the options (before any long work) and collect them in a RunConfig."""
     learner = learner_config_from_args(args)
+    check_length_flags(args.episodes, args.epochs, args.cosine_cycle_epochs, learner.lr_schedule)
     for name in ("episodes", "batch_size", "checkpoint_every", "meta_batch"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)} is too small")
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} {value} is too small")
     if args.validation_episodes < 0:
         raise ValueError(f"--validation-episodes {args.validation_episodes}: expected >= 0")
     if args.fix_ml_pool is not None and not is_episodic(learner.method):
         raise ValueError("--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass")
     dataset = dataset_from_args(args)
+    hold_out = check_held_out_options(args, learner.method, dataset)
     device = resolve_device(args.device)
     check_decode_device(
         args.decode_device, device, args.loader_workers, args.decode_processes, dataset
@@ -347,8 +407,28 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     check_throughput_options(
         args.loader_workers, args.decode_processes, args.keep_snapshots, dataset
     )
+    trained_images = None
+    if args.epochs is not None:
+        trained_images = trained_image_count(
+            dataset_dirs(dataset), args.split_file, hold_out, args.seed
+        )
+    cycle_epochs = list(args.cosine_cycle_epochs or ())
+    length = resolve_run_length(
+        args.episodes,
+        args.epochs,
+        args.checkpoint_every,
+        cycle_epochs,
+        trained_images,
+        args.batch_size * args.meta_batch * ranks.world_size,
+    )
+    learner = replace(
+        learner, cosine_cycle_epochs=cycle_epochs, steps_per_epoch=length.steps_per_epoch
+    )
+    note = cycles_note(args.epochs, cycle_epochs)
+    if note is not None and ranks.is_writer:
+        print(note, file=sys.stderr)
     validation_dataset = None
-    if args.validation_episodes > 0:
+    if args.validation_episodes > 0 and hold_out is None:
         validation_dataset = resolve_validation_dataset(args.validation_dataset, dataset, SYNTHETIC)
     options = EpisodeOptions(
         ways=args.ways,
@@ -363,8 +443,9 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
         split_file=args.split_file,
         episode_options=options,
         seed=args.seed,
-        total_steps=args.episodes,
-        checkpoint_every=args.checkpoint_every,
+        total_steps=length.total_steps,
+        checkpoint_every=length.checkpoint_every,
+        epochs=length.epochs,
         validation_episodes=args.validation_episodes,
         batch_size=args.batch_size,
         global_meta_batch=args.meta_batch * ranks.world_size,
@@ -379,7 +460,61 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
         config.extra[VALIDATION_DATASET_KEY] = validation_dataset
     if args.init_from is not None:  # recorded only when given (older runs compare unchanged)
         config.extra[INIT_FROM_KEY] = os.path.abspath(args.init_from)
+    if args.epochs is not None:
+        config.extra[RUN_LENGTH_KEY] = length.record()
+    if hold_out is not None:
+        config.extra[VALIDATION_KEY] = HELD_OUT
+        config.extra[HOLD_OUT_KEY] = hold_out.text()
     return config
+
+
+def check_held_out_options(args: argparse.Namespace, method: str, dataset: str) -> HoldOut | None:
+    """The hold-out of `--validation held-out` (None for few-shot validation), checked: a
+    multiclass method on converted data, with images held out, and epochs only there too."""
+    if args.epochs is not None and is_episodic(method):
+        raise RunLengthError(
+            f"--epochs applies to multiclass methods (passes over the training images); "
+            f"{method} trains on episodes: give --episodes"
+        )
+    if args.epochs is not None and dataset == SYNTHETIC:
+        raise RunLengthError(
+            "--epochs on --synthetic data: the generated images have no fixed number to pass "
+            "over; give --episodes"
+        )
+    if args.validation != HELD_OUT:
+        if args.held_out_per_class is not None:
+            raise HoldOutError(
+                f"{HOLD_OUT_FLAG} {args.held_out_per_class} without --validation held-out: "
+                "the held-out images would be neither trained nor validated on"
+            )
+        return None
+    if is_episodic(method):
+        raise HoldOutError(
+            f"--validation held-out applies to multiclass methods (a classifier over the "
+            f"training classes); {method} validates on few-shot episodes"
+        )
+    if dataset == SYNTHETIC:
+        raise HoldOutError(
+            "--validation held-out on --synthetic data: the generated images cannot be held "
+            "out; validate on few-shot episodes"
+        )
+    if args.held_out_per_class is None:
+        raise HoldOutError(
+            f"--validation held-out needs {HOLD_OUT_FLAG} N_OR_PERCENT (the images of each "
+            "training class to hold out, e.g. 10%)"
+        )
+    if args.validation_episodes == 0:
+        raise HoldOutError(
+            "--validation held-out with --validation-episodes 0 (no validation): leave "
+            "--validation-episodes out"
+        )
+    return HoldOut.parse(args.held_out_per_class)
+
+
+def run_hold_out(config: RunConfig) -> HoldOut | None:
+    """The images a run holds out of its training classes (None: it validates few-shot)."""
+    text = config.extra.get(HOLD_OUT_KEY)
+    return None if text is None else HoldOut.parse(text)
 
 
 def rank_meta_batch(config: RunConfig, ranks: RankInfo) -> int:
@@ -428,6 +563,7 @@ def train(
             config.batch_size,
             options,
             config.seed,
+            hold_out=run_hold_out(config),
         )
     if ranks.sharded:
         open_train = functools.partial(open_sharded, open_train, plan)
@@ -443,7 +579,19 @@ def train(
             return feed(source, open_train, start, feed_config, device)
 
         validate = None
-        if config.validation_episodes > 0 and ranks.is_writer:
+        held_out = run_hold_out(config)
+        if held_out is not None and ranks.is_writer:
+            valid = open_batch_source(
+                config.dataset,
+                config.split_file,
+                config.batch_size,
+                options,
+                config.seed,
+                decode_device=config.decode_device,
+                hold_out=held_out,
+            )
+            validate = held_out_hook(functools.partial(valid.held_out_batches, config.batch_size))
+        elif config.validation_episodes > 0 and ranks.is_writer:
             eval_options = EpisodeOptions(
                 ways=options.ways,
                 shots=options.shots,
@@ -499,6 +647,7 @@ def _start_backbone(config: RunConfig, out: str, learner: Any, started: list[Bac
         return
     init = read_backbone_init(path, learner)
     apply_backbone_init(learner, init)
+    print(init.line(path), file=sys.stderr)
     started.append(init)
 
 
