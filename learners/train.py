@@ -408,7 +408,7 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
         args.loader_workers, args.decode_processes, args.keep_snapshots, dataset
     )
     trained_images = None
-    if args.epochs is not None:
+    if args.epochs is not None or hold_out is not None:  # a class too small: refused here
         trained_images = trained_image_count(
             dataset_dirs(dataset), args.split_file, hold_out, args.seed
         )

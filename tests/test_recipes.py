@@ -84,7 +84,7 @@ def test_a_learner_recipe_starts_from_its_pretraining_recipes_best_checkpoint(
 ) -> None:
     """Meta-Dataset's learners start from the best-validation checkpoint of a pre-training run
     (the reference's model_27500 / 42500 / 46000): the pre-training recipe validates and keeps
-    best.pt, which the learner's recipe takes with --init-from, both on their own backbone."""
+    best.pt, which the learner's recipe takes with --init-from RUN, both on their own backbone."""
     small = ["--image-size", "28", "--width", "0.25", "--no-progress", "--device", "cpu"]
     small += ["--ways", "3", "--shots", "1", "--query", "2", "--validation-dataset", "all"]
     run = tmp_path / "pretrain"
@@ -97,11 +97,11 @@ def test_a_learner_recipe_starts_from_its_pretraining_recipes_best_checkpoint(
     best = run / "checkpoints" / "best.pt"
     started = tmp_path / "learner"
     argv = ["--recipe", learner, "--synthetic", "--output", str(started), *small]
-    argv += ["--episodes", "1", "--validation-episodes", "0", "--init-from", str(best)]
-    assert main(argv) == 0
+    argv += ["--episodes", "1", "--validation-episodes", "0", "--init-from", str(run)]
+    assert main(argv) == 0  # the run folder: its best checkpoint, since it validated
     record = json.loads((started / "init_from.json").read_text())
-    assert record["checkpoint"] == str(best) and record["step"] == best_step
-    assert json.loads((started / "config.json").read_text())["extra"]["init_from"] == str(best)
+    assert record["checkpoint"] == str(best.resolve()) and record["step"] == best_step
+    assert json.loads((started / "config.json").read_text())["extra"]["init_from"] == str(run)
 
 
 def test_a_flag_given_overrides_the_recipe(tmp_path) -> None:
