@@ -657,7 +657,10 @@ def _follow_backbone_override(args: argparse.Namespace, overridden: dict[str, An
     `--input-alignment` given with another backbone is refused."""
     if "backbone" not in overridden or "input_alignment" in overridden:
         return None
-    if args.input_alignment == "none" or canonical_backbone_name(args.backbone) == "resnet18":
+    if (
+        args.input_alignment in (None, "none")
+        or canonical_backbone_name(args.backbone) == "resnet18"
+    ):
         return None
     overridden["input_alignment"] = args.input_alignment
     note = (
@@ -666,6 +669,19 @@ def _follow_backbone_override(args: argparse.Namespace, overridden: dict[str, An
     )
     args.input_alignment = "none"
     return note
+
+
+def _follow_length_override(
+    args: argparse.Namespace, recipe: dict[str, Any], overridden: dict[str, Any]
+) -> None:
+    """A run has one length: `--episodes` given where the recipe sets `epochs` (or `--epochs`
+    where it sets `episodes`) replaces the recipe's, recorded as an override (both given on
+    the command line stays a refusal)."""
+    for given, other in (("episodes", "epochs"), ("epochs", "episodes")):
+        if given not in recipe and getattr(args, given) is not None and other in recipe:
+            if other not in overridden:
+                overridden[other] = recipe[other]
+                setattr(args, other, None)
 
 
 def _validated_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, RunConfig]:
@@ -687,6 +703,8 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
     args = parser.parse_args(argv)
     refuse_overlap(("--output", args.output), _read_paths(args))
     note = _follow_backbone_override(args, overridden) if recipe is not None else None
+    if recipe is not None:
+        _follow_length_override(args, recipe.values, overridden)
     config = run_config_from_args(args, ranks)
     if note and ranks.is_writer:  # after the checks: a refusal stays one line
         print(note, file=sys.stderr)

@@ -251,3 +251,25 @@ def test_epochs_and_held_out_are_multiclass_on_converted_data(
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and expected in error, error
     assert not (tmp_path / "run").exists()
+
+
+def test_dhillons_recipe_trains_an_epoch_held_out_on_converted_data(dataset, tmp_path, capsys):
+    """The recipe's 120 epochs and its cycles of 40 and 80 epochs, cut to one epoch here: the
+    cycles keep their length in epochs (one line says the run stops inside the first), the
+    held-out images validate and best.pt is kept."""
+    run = tmp_path / "run"
+    argv = ["--recipe", "dhillon/multiclass", "--dataset", str(dataset), "--output", str(run)]
+    argv += ["--backbone", "cnn4", "--width", "0.25", "--image-size", "16", "--batch-size"]
+    argv += [str(BATCH), "--epochs", "1", "--held-out-per-class", str(HELD), "--no-progress"]
+    assert train_cli.main([*argv, "--device", "cpu"]) == 0
+    assert "note: the cosine cycles (40 + 80 epochs) outlast the run's 1" in capsys.readouterr().err
+    per_epoch = CLASSES * (PER_CLASS - HELD) // BATCH
+    config = json.loads((run / "config.json").read_text())
+    assert config["total_steps"] == per_epoch
+    assert config["extra"]["run_length"]["cosine_cycle_steps"] == [40 * per_epoch, 80 * per_epoch]
+    assert config["extra"]["recipe_overrides"]["epochs"] == {"recipe": 120, "given": 1}
+    assert config["extra"]["validation"] == "held-out"
+    assert (run / "checkpoints" / "best.pt").is_file()
+    assert [r.split(",")[0] for r in (run / "validation.csv").read_text().splitlines()[1:]] == [
+        str(per_epoch)
+    ]
