@@ -389,7 +389,7 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     if args.fix_ml_pool is not None and not is_episodic(learner.method):
         raise ValueError("--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass")
     dataset = dataset_from_args(args)
-    hold_out = check_held_out_options(args, learner.method, dataset)
+    hold_out = check_held_out_options(args, learner, dataset)
     device = resolve_device(args.device)
     check_decode_device(
         args.decode_device, device, args.loader_workers, args.decode_processes, dataset
@@ -468,9 +468,13 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     return config
 
 
-def check_held_out_options(args: argparse.Namespace, method: str, dataset: str) -> HoldOut | None:
+def check_held_out_options(
+    args: argparse.Namespace, learner: LearnerConfig, dataset: str
+) -> HoldOut | None:
     """The hold-out of `--validation held-out` (None for few-shot validation), checked: a
-    multiclass method on converted data, with images held out, and epochs only there too."""
+    multiclass method with BatchNorm's running averages on converted data, with images held
+    out; epochs only for multiclass methods on converted data too."""
+    method = learner.method
     if args.epochs is not None and is_episodic(method):
         raise RunLengthError(
             f"--epochs applies to multiclass methods (passes over the training images); "
@@ -497,6 +501,12 @@ def check_held_out_options(args: argparse.Namespace, method: str, dataset: str) 
         raise HoldOutError(
             "--validation held-out on --synthetic data: the generated images cannot be held "
             "out; validate on few-shot episodes"
+        )
+    if learner.batch_norm not in (None, "running"):  # multiclass methods default to running
+        raise HoldOutError(
+            f"--validation held-out with --batch-norm {learner.batch_norm}: each batch of "
+            "held-out images would be normalised by its own moments, so the accuracy would "
+            "depend on how they are batched; use --batch-norm running or few-shot validation"
         )
     if args.held_out_per_class is None:
         raise HoldOutError(

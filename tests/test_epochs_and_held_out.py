@@ -238,6 +238,10 @@ def test_bad_lengths_and_hold_outs_are_refused_in_one_line(
             ["--method", "protonet", "--episodes", "2", "--validation", "held-out"],
             "--validation held-out applies to multiclass methods",
         ),
+        (
+            ["--episodes", "2", "--validation", "held-out", "--batch-norm", "support"],
+            "--validation held-out with --batch-norm support",
+        ),
     ],
 )
 def test_epochs_and_held_out_are_multiclass_on_converted_data(
