@@ -7,8 +7,8 @@ Example:
 Re-running the same command on the same --output resumes from the last checkpoint; a larger
 --episodes (or --epochs) continues training. Multiclass methods may count their length in
 epochs over the training images (--epochs 120 --cosine-cycle-epochs 40 80) and validate on
-held-out images of the training classes (--validation held-out --held-out-per-class 10%). `--synthetic` trains on generated blob images. Every option of
-the learners is a flag (generated from their config dataclasses); a method's own options are
+held-out images of the training classes (--validation held-out --held-out-per-class 10%).
+`--synthetic` trains on generated blob images. Every option of the learners is a flag (generated from their config dataclasses); a method's own options are
 refused for another method.
 
 On several GPUs or machines, start the same command with torchrun (each rank reads its own
@@ -39,7 +39,7 @@ from episodes.util.output_overlap import refuse_overlap
 from learners.evaluation.episode_eval import validation_hook
 from learners.evaluation.held_out_validation import held_out_hook
 from learners.feed.class_holdout import FLAG as HOLD_OUT_FLAG
-from learners.feed.class_holdout import HoldOut, HoldOutError, trained_image_count
+from learners.feed.class_holdout import trained_image_count
 from learners.feed.episode_feed import (
     DECODE_DEVICES,
     FeedConfig,
@@ -98,8 +98,9 @@ from learners.training.recipe_files import apply_recipe, recipe_listing, recipe_
 from learners.training.run_dir import RunConfig, lock_run_folder, write_or_check_run_config
 from learners.training.run_length import (
     DEFAULT_CHECKPOINT_EVERY,
-    RunLengthError,
+    RUN_LENGTH_KEY,
     check_length_flags,
+    check_length_source,
     cycles_note,
     resolve_run_length,
 )
@@ -111,13 +112,14 @@ from learners.training.training_loop import (
     list_snapshots,
     run_training,
 )
-
-FEW_SHOT, HELD_OUT = "few-shot", "held-out"
-VALIDATIONS = (FEW_SHOT, HELD_OUT)
-# config.json `extra` keys, written only for a run in epochs / validated on held-out images
-RUN_LENGTH_KEY = "run_length"
-VALIDATION_KEY = "validation"
-HOLD_OUT_KEY = "held_out_per_class"
+from learners.training.validation_choice import (
+    FEW_SHOT,
+    VALIDATIONS,
+    ValidationRequest,
+    checked_hold_out,
+    hold_out_record,
+    recorded_hold_out,
+)
 
 # The shared learner options that describe the network (the others: optimiser and schedule).
 MODEL_FIELDS = (
@@ -389,7 +391,20 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     if args.fix_ml_pool is not None and not is_episodic(learner.method):
         raise ValueError("--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass")
     dataset = dataset_from_args(args)
-    hold_out = check_held_out_options(args, learner, dataset)
+    check_length_source(
+        args.epochs, learner.method, is_episodic(learner.method), dataset == SYNTHETIC
+    )
+    hold_out = checked_hold_out(
+        ValidationRequest(
+            args.validation,
+            args.held_out_per_class,
+            args.validation_episodes,
+            learner.method,
+            is_episodic(learner.method),
+            learner.batch_norm,
+            dataset == SYNTHETIC,
+        )
+    )
     device = resolve_device(args.device)
     check_decode_device(
         args.decode_device, device, args.loader_workers, args.decode_processes, dataset
@@ -424,9 +439,6 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     learner = replace(
         learner, cosine_cycle_epochs=cycle_epochs, steps_per_epoch=length.steps_per_epoch
     )
-    note = cycles_note(args.epochs, cycle_epochs)
-    if note is not None and ranks.is_writer:
-        print(note, file=sys.stderr)
     validation_dataset = None
     if args.validation_episodes > 0 and hold_out is None:
         validation_dataset = resolve_validation_dataset(args.validation_dataset, dataset, SYNTHETIC)
@@ -463,68 +475,8 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     if args.epochs is not None:
         config.extra[RUN_LENGTH_KEY] = length.record()
     if hold_out is not None:
-        config.extra[VALIDATION_KEY] = HELD_OUT
-        config.extra[HOLD_OUT_KEY] = hold_out.text()
+        config.extra.update(hold_out_record(hold_out))
     return config
-
-
-def check_held_out_options(
-    args: argparse.Namespace, learner: LearnerConfig, dataset: str
-) -> HoldOut | None:
-    """The hold-out of `--validation held-out` (None for few-shot validation), checked: a
-    multiclass method with BatchNorm's running averages on converted data, with images held
-    out; epochs only for multiclass methods on converted data too."""
-    method = learner.method
-    if args.epochs is not None and is_episodic(method):
-        raise RunLengthError(
-            f"--epochs applies to multiclass methods (passes over the training images); "
-            f"{method} trains on episodes: give --episodes"
-        )
-    if args.epochs is not None and dataset == SYNTHETIC:
-        raise RunLengthError(
-            "--epochs on --synthetic data: the generated images have no fixed number to pass "
-            "over; give --episodes"
-        )
-    if args.validation != HELD_OUT:
-        if args.held_out_per_class is not None:
-            raise HoldOutError(
-                f"{HOLD_OUT_FLAG} {args.held_out_per_class} without --validation held-out: "
-                "the held-out images would be neither trained nor validated on"
-            )
-        return None
-    if is_episodic(method):
-        raise HoldOutError(
-            f"--validation held-out applies to multiclass methods (a classifier over the "
-            f"training classes); {method} validates on few-shot episodes"
-        )
-    if dataset == SYNTHETIC:
-        raise HoldOutError(
-            "--validation held-out on --synthetic data: the generated images cannot be held "
-            "out; validate on few-shot episodes"
-        )
-    if learner.batch_norm not in (None, "running"):  # multiclass methods default to running
-        raise HoldOutError(
-            f"--validation held-out with --batch-norm {learner.batch_norm}: each batch of "
-            "held-out images would be normalised by its own moments, so the accuracy would "
-            "depend on how they are batched; use --batch-norm running or few-shot validation"
-        )
-    if args.held_out_per_class is None:
-        raise HoldOutError(
-            f"--validation held-out needs {HOLD_OUT_FLAG} N_OR_PERCENT (the images of each "
-            "training class to hold out, e.g. 10%)"
-        )
-    if args.validation_episodes == 0:
-        raise HoldOutError(
-            "--validation held-out with --validation-episodes 0 (no validation): leave "
-            "--validation-episodes out"
-        )
-    return HoldOut.parse(args.held_out_per_class)
-
-
-def run_hold_out(config: RunConfig) -> HoldOut | None:
-    """The images a run holds out of its training classes (None: it validates few-shot)."""
-    text = config.extra.get(HOLD_OUT_KEY)
-    return None if text is None else HoldOut.parse(text)
 
 
 def rank_meta_batch(config: RunConfig, ranks: RankInfo) -> int:
@@ -573,7 +525,7 @@ def train(
             config.batch_size,
             options,
             config.seed,
-            hold_out=run_hold_out(config),
+            hold_out=recorded_hold_out(config.extra),
         )
     if ranks.sharded:
         open_train = functools.partial(open_sharded, open_train, plan)
@@ -589,7 +541,7 @@ def train(
             return feed(source, open_train, start, feed_config, device)
 
         validate = None
-        held_out = run_hold_out(config)
+        held_out = recorded_hold_out(config.extra)
         if held_out is not None and ranks.is_writer:
             valid = open_batch_source(
                 config.dataset,
@@ -716,8 +668,10 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
     if recipe is not None:
         _follow_length_override(args, recipe.values, overridden)
     config = run_config_from_args(args, ranks)
-    if note and ranks.is_writer:  # after the checks: a refusal stays one line
-        print(note, file=sys.stderr)
+    notes = [note, cycles_note(args.epochs, args.cosine_cycle_epochs or ())]
+    for line in notes if ranks.is_writer else ():  # after the checks: a refusal stays one line
+        if line:
+            print(line, file=sys.stderr)
     if recipe is not None:
         config.extra.update(recipe_record(recipe, overridden, args))
     return args, config

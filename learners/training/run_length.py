@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from episodes.util.cli_errors import UserError
 
 DEFAULT_CHECKPOINT_EVERY = 1000  # steps between snapshots of a run given in --episodes
+RUN_LENGTH_KEY = "run_length"  # config.json `extra` key, written for a run in epochs only
 
 
 class RunLengthError(UserError, ValueError):
@@ -72,6 +73,20 @@ def check_length_flags(
                 f"--cosine-cycle-epochs {shown} applies to --lr-schedule cosine-cycles, not "
                 f"{lr_schedule}"
             )
+
+
+def check_length_source(epochs: int | None, method: str, episodic: bool, synthetic: bool) -> None:
+    """Epochs are passes over a converted dataset's training images, for multiclass methods."""
+    if epochs is not None and episodic:
+        raise RunLengthError(
+            f"--epochs applies to multiclass methods (passes over the training images); "
+            f"{method} trains on episodes: give --episodes"
+        )
+    if epochs is not None and synthetic:
+        raise RunLengthError(
+            "--epochs on --synthetic data: the generated images have no fixed number to pass "
+            "over; give --episodes"
+        )
 
 
 def resolve_run_length(
