@@ -5,8 +5,10 @@ Example:
       --split-file S.json --episodes 20000 --device auto --output RUN
 
 Re-running the same command on the same --output resumes from the last checkpoint; a larger
---episodes continues training. `--synthetic` trains on generated blob images. Every option of
-the learners is a flag (generated from their config dataclasses); a method's own options are
+--episodes (or --epochs) continues training. Multiclass methods may count their length in
+epochs over the training images (--epochs 120 --cosine-cycle-epochs 40 80) and validate on
+held-out images of the training classes (--validation held-out --held-out-per-class 10%).
+`--synthetic` trains on generated blob images. Every option of the learners is a flag (generated from their config dataclasses); a method's own options are
 refused for another method.
 
 On several GPUs or machines, start the same command with torchrun (each rank reads its own
@@ -24,6 +26,7 @@ import os
 import shlex
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,9 @@ from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, add_dataset_argument, c
 from episodes.util.output_overlap import refuse_overlap
 from learners import LearnerConfigError
 from learners.evaluation.episode_eval import validation_hook
+from learners.evaluation.held_out_validation import held_out_hook
+from learners.feed.class_holdout import FLAG as HOLD_OUT_FLAG
+from learners.feed.class_holdout import trained_image_count
 from learners.feed.episode_feed import (
     DECODE_DEVICES,
     FeedConfig,
@@ -46,6 +52,7 @@ from learners.feed.episode_source import (
     SYNTHETIC,
     EpisodeOptions,
     close_source,
+    dataset_dirs,
     open_batch_source,
     open_episode_source,
     open_sharded,
@@ -91,6 +98,14 @@ from learners.training.distributed import (
 from learners.training.meta_batch import meta_batch_stepper
 from learners.training.recipe_files import apply_recipe, recipe_listing, recipe_record
 from learners.training.run_dir import RunConfig, lock_run_folder, write_or_check_run_config
+from learners.training.run_length import (
+    DEFAULT_CHECKPOINT_EVERY,
+    RUN_LENGTH_KEY,
+    check_length_flags,
+    check_length_source,
+    cycles_note,
+    resolve_run_length,
+)
 from learners.training.training_loop import (
     CHECKPOINTS,
     LAST,
@@ -98,6 +113,14 @@ from learners.training.training_loop import (
     LoopResult,
     list_snapshots,
     run_training,
+)
+from learners.training.validation_choice import (
+    FEW_SHOT,
+    VALIDATIONS,
+    ValidationRequest,
+    checked_hold_out,
+    hold_out_record,
+    recorded_hold_out,
 )
 
 BATCH_SIZE = 64  # --batch-size of a multiclass method when not given (recorded for every run)
@@ -145,6 +168,21 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
         help="valid-split episodes per validation (0: no validation)",
     )
     group.add_argument(
+        "--validation",
+        choices=VALIDATIONS,
+        default=FEW_SHOT,
+        help="what validation measures, and so which checkpoint is best.pt: few-shot (episodes "
+        "of the valid split), or held-out (multiclass methods: the classifier's accuracy on "
+        f"the images {HOLD_OUT_FLAG} sets apart, as Dhillon et al. select the epoch)",
+    )
+    group.add_argument(
+        HOLD_OUT_FLAG,
+        default=None,
+        metavar="N_OR_PERCENT",
+        help="with --validation held-out: hold out N images of each training class (e.g. 20) or "
+        "a share of each (e.g. 10%%), drawn once from --seed and never trained on",
+    )
+    group.add_argument(
         "--validation-dataset",
         default=None,
         metavar="NAME_OR_FOLDER",
@@ -163,8 +201,10 @@ def add_model_arguments(parser: argparse.ArgumentParser, taken: set[str]) -> Non
         "--init-from",
         default=None,
         metavar="CHECKPOINT",
-        help="start the backbone from another run's (a run folder: its last.pt, or a .pt "
-        "file), as Meta-Dataset starts learners from the k-NN baseline's ImageNet weights; "
+        help="start the backbone from another run's: a run folder (its best-validation "
+        "checkpoint best.pt when it validated, else last.pt; the line printed says which) or a "
+        ".pt file, as Meta-Dataset's learners start from a pre-training run's best checkpoint "
+        "(--recipe meta_dataset/pretrain_resnet18, pretrain_convnet or pretrain_wide_resnet); "
         "same --backbone and --width; read once, when the run starts",
     )
 
@@ -177,9 +217,27 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, taken: set[str])
     group.add_argument(
         "--episodes",
         type=int,
-        required=True,
+        default=None,
         help="training steps the run lasts (its length; each step trains on --meta-batch "
-        "episodes, or batches for multiclass methods, per rank): a count of steps",
+        "episodes, or batches for multiclass methods, per rank): a count of steps; or --epochs",
+    )
+    group.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="multiclass methods: the length in passes over the training classes' images "
+        "(held-out ones excluded), an epoch being floor(images / (--batch-size x meta-batch)) "
+        "steps; snapshots every epoch unless --checkpoint-every",
+    )
+    group.add_argument(
+        "--cosine-cycle-epochs",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="EPOCHS",
+        help="--lr-schedule cosine-cycles: each cycle's length in epochs (Dhillon et al.: 40 "
+        "80), in place of --cosine-cycles and --cycle-multiplier; with --episodes, the cycles "
+        "share the run's steps in these proportions",
     )
     group.add_argument(
         "--batch-size",
@@ -222,8 +280,9 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--checkpoint-every",
         type=int,
-        default=1000,
-        help="save a kept snapshot (and validate) every N steps",
+        default=None,
+        help="save a kept snapshot (and validate) every N steps (default: every epoch of a run "
+        f"in --epochs, else {DEFAULT_CHECKPOINT_EVERY})",
     )
     group.add_argument(
         "--keep-snapshots",
@@ -344,12 +403,13 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
             f"option of --method {learner.method}, which trains on episodes (--ways, --shots)"
         )
     args.batch_size = BATCH_SIZE if args.batch_size is None else args.batch_size
-    check_cycle_lengths(learner.schedule(), args.episodes)  # before any work
+    check_length_flags(args.episodes, args.epochs, args.cosine_cycle_epochs, learner.lr_schedule)
+    if args.episodes is not None and not args.cosine_cycle_epochs:
+        check_cycle_lengths(learner.schedule(), args.episodes)  # before any work
     for name in ("episodes", "batch_size", "checkpoint_every", "meta_batch"):
-        if getattr(args, name) < 1:
-            raise LearnerConfigError(
-                f"--{name.replace('_', '-')} {getattr(args, name)} is too small"
-            )
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise LearnerConfigError(f"--{name.replace('_', '-')} {value} is too small")
     if args.validation_episodes < 0:
         raise LearnerConfigError(f"--validation-episodes {args.validation_episodes}: expected >= 0")
     if args.fix_ml_pool is not None and not is_episodic(learner.method):
@@ -357,6 +417,20 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
             "--fix-ml-pool applies to episodic methods (FIX-ML), not multiclass"
         )
     dataset = dataset_from_args(args)
+    check_length_source(
+        args.epochs, learner.method, is_episodic(learner.method), dataset == SYNTHETIC
+    )
+    hold_out = checked_hold_out(
+        ValidationRequest(
+            args.validation,
+            args.held_out_per_class,
+            args.validation_episodes,
+            learner.method,
+            is_episodic(learner.method),
+            learner.batch_norm,
+            dataset == SYNTHETIC,
+        )
+    )
     device = resolve_device(args.device)
     check_decode_device(
         args.decode_device, device, args.loader_workers, args.decode_processes, dataset
@@ -374,8 +448,27 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
     check_throughput_options(
         args.loader_workers, args.decode_processes, args.keep_snapshots, dataset
     )
+    trained_images = None
+    if args.epochs is not None or hold_out is not None:  # a class too small: refused here
+        trained_images = trained_image_count(
+            dataset_dirs(dataset), args.split_file, hold_out, args.seed
+        )
+    cycle_epochs = list(args.cosine_cycle_epochs or ())
+    length = resolve_run_length(
+        args.episodes,
+        args.epochs,
+        args.checkpoint_every,
+        cycle_epochs,
+        trained_images,
+        args.batch_size * args.meta_batch * ranks.world_size,
+    )
+    if args.epochs is not None and not cycle_epochs:  # the length is known only now
+        check_cycle_lengths(learner.schedule(), length.total_steps)
+    learner = replace(
+        learner, cosine_cycle_epochs=cycle_epochs, steps_per_epoch=length.steps_per_epoch
+    )
     validation_dataset = None
-    if args.validation_episodes > 0:
+    if args.validation_episodes > 0 and hold_out is None:
         validation_dataset = resolve_validation_dataset(args.validation_dataset, dataset, SYNTHETIC)
     options = EpisodeOptions(
         ways=args.ways,
@@ -390,8 +483,9 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
         split_file=args.split_file,
         episode_options=options,
         seed=args.seed,
-        total_steps=args.episodes,
-        checkpoint_every=args.checkpoint_every,
+        total_steps=length.total_steps,
+        checkpoint_every=length.checkpoint_every,
+        epochs=length.epochs,
         validation_episodes=args.validation_episodes,
         batch_size=args.batch_size,
         global_meta_batch=args.meta_batch * ranks.world_size,
@@ -406,6 +500,10 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
         config.extra[VALIDATION_DATASET_KEY] = validation_dataset
     if args.init_from is not None:  # recorded only when given (older runs compare unchanged)
         config.extra[INIT_FROM_KEY] = os.path.abspath(args.init_from)
+    if args.epochs is not None:
+        config.extra[RUN_LENGTH_KEY] = length.record()
+    if hold_out is not None:
+        config.extra.update(hold_out_record(hold_out))
     return config
 
 
@@ -453,6 +551,7 @@ def train(
             config.batch_size,
             options,
             config.seed,
+            hold_out=recorded_hold_out(config.extra),
         )
     if ranks.sharded:
         open_train = functools.partial(open_sharded, open_train, plan)
@@ -468,7 +567,19 @@ def train(
             return feed(source, open_train, start, feed_config, device)
 
         validate = None
-        if config.validation_episodes > 0 and ranks.is_writer:
+        held_out = recorded_hold_out(config.extra)
+        if held_out is not None and ranks.is_writer:
+            valid = open_batch_source(
+                config.dataset,
+                config.split_file,
+                config.batch_size,
+                options,
+                config.seed,
+                decode_device=config.decode_device,
+                hold_out=held_out,
+            )
+            validate = held_out_hook(functools.partial(valid.held_out_batches, config.batch_size))
+        elif config.validation_episodes > 0 and ranks.is_writer:
             eval_options = EpisodeOptions(
                 ways=options.ways,
                 shots=options.shots,
@@ -524,6 +635,7 @@ def _start_backbone(config: RunConfig, out: str, learner: Any, started: list[Bac
         return
     init = read_backbone_init(path, learner)
     apply_backbone_init(learner, init)
+    print(init.line(path), file=sys.stderr)
     started.append(init)
 
 
@@ -533,7 +645,10 @@ def _follow_backbone_override(args: argparse.Namespace, overridden: dict[str, An
     `--input-alignment` given with another backbone is refused."""
     if "backbone" not in overridden or "input_alignment" in overridden:
         return None
-    if args.input_alignment == "none" or canonical_backbone_name(args.backbone) == "resnet18":
+    if (
+        args.input_alignment in (None, "none")
+        or canonical_backbone_name(args.backbone) == "resnet18"
+    ):
         return None
     overridden["input_alignment"] = args.input_alignment
     note = (
@@ -542,6 +657,19 @@ def _follow_backbone_override(args: argparse.Namespace, overridden: dict[str, An
     )
     args.input_alignment = "none"
     return note
+
+
+def _follow_length_override(
+    args: argparse.Namespace, recipe: dict[str, Any], overridden: dict[str, Any]
+) -> None:
+    """A run has one length: `--episodes` given where the recipe sets `epochs` (or `--epochs`
+    where it sets `episodes`) replaces the recipe's, recorded as an override (both given on
+    the command line stays a refusal)."""
+    for given, other in (("episodes", "epochs"), ("epochs", "episodes")):
+        if given not in recipe and getattr(args, given) is not None and other in recipe:
+            if other not in overridden:
+                overridden[other] = recipe[other]
+                setattr(args, other, None)
 
 
 def _validated_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, RunConfig]:
@@ -567,9 +695,13 @@ def _parsed_args(argv: list[str], ranks: RankInfo) -> tuple[argparse.Namespace, 
         _drop_other_schedules(args, recipe.values, overridden)
     refuse_overlap(("--output", args.output), _read_paths(args))
     note = _follow_backbone_override(args, overridden) if recipe is not None else None
+    if recipe is not None:
+        _follow_length_override(args, recipe.values, overridden)
     config = run_config_from_args(args, ranks)
-    if note and ranks.is_writer:  # after the checks: a refusal stays one line
-        print(note, file=sys.stderr)
+    notes = [note, cycles_note(args.epochs, args.cosine_cycle_epochs or ())]
+    for line in notes if ranks.is_writer else ():  # after the checks: a refusal stays one line
+        if line:
+            print(line, file=sys.stderr)
     if recipe is not None:
         config.extra.update(recipe_record(recipe, overridden, args))
     return args, config

@@ -151,3 +151,30 @@ def test_a_missing_or_foreign_source_is_refused_in_one_line(baseline, tmp_path, 
     assert err.startswith(f"error: --init-from {extended}: its backbone (cnn4 width 0.25) has ")
     assert "has extra.weight, which this run's (cnn4 width 0.25) does not" in err
     assert not run.exists()
+
+
+def test_a_run_folder_gives_its_best_checkpoint_when_it_validated(baseline, tmp_path, capsys):
+    """Meta-Dataset's learners start from the pre-training run's best-validation checkpoint
+    (pretrained_resnet.gin@87a478a1:3): a validated run folder gives best.pt, one that never
+    validated its last.pt, a .pt file itself; one line says which file and step."""
+    validated = tmp_path / "validated"
+    argv = _args("multiclass", validated, 4, "--checkpoint-every", "1")
+    argv[argv.index("--validation-episodes") + 1] = "2"
+    assert train_cli.main([*argv, "--ways", "3", "--shots", "1", "--query", "2"]) == 0
+    rows = (validated / "validation.csv").read_text().splitlines()[1:]
+    accuracy = {int(r.split(",")[0]): float(r.split(",")[1]) for r in rows}
+    best_step = max(accuracy, key=lambda step: (accuracy[step], -step))
+    best = (validated / "checkpoints" / "best.pt").resolve()
+    last = (baseline / "checkpoints" / "last.pt").resolve()
+    capsys.readouterr()
+    for source, file, step, why in (
+        (validated, best, best_step, "the run's best-validation checkpoint"),
+        (baseline, last, 4, "the run's last checkpoint: it did not validate"),
+        (last, last, 4, "as given"),
+    ):
+        run = tmp_path / f"from_{source.name}"
+        assert train_cli.main(_args("protonet", run, 1, "--init-from", str(source))) == 0
+        record = json.loads((run / RECORD).read_text())
+        assert (record["checkpoint"], record["step"]) == (str(file), step)
+        said = [line for line in capsys.readouterr().err.splitlines() if "--init-from" in line]
+        assert said == [f"note: --init-from {source} takes {file} (step {step}, {why})"]

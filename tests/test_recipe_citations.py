@@ -209,6 +209,23 @@ def test_the_published_configurations_are_the_defaults() -> None:
     assert "decay_every" not in knn and "decay_rate" not in knn
 
 
+def test_dhillons_length_selection_and_evaluation_are_the_papers() -> None:
+    """Issue 32 item 5: 120 epochs in two cosine cycles of 40 and 80 (cycle_length x
+    cycle_multiplier ** c), the best epoch on held-out images of the training classes, 84 px
+    with 32 px for CIFAR-FS / FC-100 in a note, and the paper's evaluation (transductive
+    fine-tuning, 1,000 episodes) as a command in a note."""
+    recipe = load_recipe("dhillon/multiclass")
+    values = recipe.values
+    assert (values["epochs"], values["cosine_cycle_epochs"]) == (120, [40, 80])
+    cycles = [40 * values["cycle_multiplier"] ** c for c in range(values["cosine_cycles"])]
+    assert cycles == values["cosine_cycle_epochs"] and sum(cycles) == values["epochs"]
+    assert (values["validation"], values["image_size"]) == ("held-out", 84)
+    assert "episodes" not in values and "lr_schedule" in values
+    notes = " ".join(recipe.notes)
+    assert "--image-size 32" in notes and "--held-out-per-class" in notes
+    assert "--inference transductive" in notes and "--episodes 1000" in notes
+
+
 def _repos() -> Path | None:
     folder = os.environ.get("RECIPE_SOURCE_REPOS")
     return Path(folder) if folder else None

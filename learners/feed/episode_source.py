@@ -24,6 +24,7 @@ import numpy as np
 
 from episodes.records.local_dataset import is_remote
 from learners import LearnerConfigError, LearnerInputError
+from learners.feed.class_holdout import ClassRecords, HoldOut, split_class_records
 from learners.feed.synthetic_episodes import (
     BlobDataset,
     BlobDatasetConfig,
@@ -284,6 +285,7 @@ class ReaderBatchSource:
         seed: int,
         decode_processes: int = 0,
         decode_device: str = "cpu",
+        hold_out: HoldOut | None = None,
     ):
         from episodes.reading.reader import EpisodeReader
 
@@ -302,9 +304,15 @@ class ReaderBatchSource:
         self.batch_size = batch_size
         self.seed = seed
         self.tables = []  # per dataset: (spec, class ids, cumulative image counts)
+        # per dataset, with a hold-out: each class's trained and held-out records
+        self.records: list[list[ClassRecords]] | None = None if hold_out is None else []
         for spec in self.reader.specs:
             classes = np.asarray(spec.classes("train"), dtype=np.int64)
             counts = np.asarray([spec.images_per_class[c] for c in classes], dtype=np.int64)
+            if self.records is not None:
+                split = split_class_records(hold_out, spec.name, classes, counts, seed)
+                self.records.append(split)
+                counts = np.asarray([len(r.trained) for r in split], dtype=np.int64)
             self.tables.append((spec, classes, np.cumsum(counts)))
         self.class_ids = [
             position * self.ID_STRIDE + int(c)
@@ -327,6 +335,9 @@ class ReaderBatchSource:
             flat = rng.integers(0, cumulative[-1], size=count)
             slots = np.searchsorted(cumulative, flat, side="right")
             records = flat - np.concatenate([[0], cumulative[:-1]])[slots]
+            if self.records is not None:  # the n-th trained record of its class
+                trained = self.records[position]
+                records = np.asarray([trained[s].trained[r] for s, r in zip(slots, records)])
             chosen = sorted(set(slots.tolist()))
             description = EpisodeDescription(
                 source=spec.name,
@@ -367,6 +378,36 @@ class ReaderBatchSource:
         finally:
             episodes.close()
 
+    def held_out_batches(self, batch_size: int) -> Iterator[tuple[Any, np.ndarray]]:
+        """The held-out images of every training class, in (dataset, class, record) order, as
+        batches of up to `batch_size` (images, dataset-unique class ids); none without a
+        hold-out."""
+        from episodes.sampling.episode import EpisodeDescription
+
+        descriptions = []
+        for position, split in enumerate(self.records or []):
+            spec = self.tables[position][0]
+            items = [(r.class_id, int(n)) for r in split for n in r.held_out]
+            for first in range(0, len(items), batch_size):
+                chunk = items[first : first + batch_size]
+                classes = sorted({c for c, _ in chunk})
+                description = EpisodeDescription(
+                    source=spec.name,
+                    split=self.reader.split,
+                    episode_index=first // batch_size,
+                    class_ids=tuple(classes),
+                    support=tuple(tuple(n for c, n in chunk if c == k) for k in classes),
+                    query=tuple(() for _ in classes),
+                )
+                descriptions.append((position, description))
+        read = self.reader.read_many(d for _, d in descriptions)
+        try:
+            for (position, _), episode in zip(descriptions, read):
+                ids = episode.support_class_ids + position * self.ID_STRIDE
+                yield episode.support_images, ids
+        finally:
+            read.close()
+
     def close(self) -> None:
         self.reader.close()
 
@@ -403,14 +444,23 @@ def open_batch_source(
     seed: int,
     decode_processes: int = 0,
     decode_device: str = "cpu",
+    hold_out: HoldOut | None = None,
 ) -> BatchSource:
-    """Training batches for multiclass pre-training (read ahead like episodes)."""
+    """Training batches for multiclass pre-training (read ahead like episodes), never of the
+    images `hold_out` sets apart."""
     if dataset == SYNTHETIC:
         return SyntheticBatchSource(batch_size, seed, _synthetic_dataset(options))
     if split_file is not None and not Path(split_file).is_file():
         raise LearnerInputError(f"--split-file {split_file}: no such file")
     return ReaderBatchSource(
-        dataset, split_file, batch_size, options.image_size, seed, decode_processes, decode_device
+        dataset,
+        split_file,
+        batch_size,
+        options.image_size,
+        seed,
+        decode_processes,
+        decode_device,
+        hold_out,
     )
 
 

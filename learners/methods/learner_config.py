@@ -65,6 +65,12 @@ class LearnerConfig:
     cycle_lr_factor: float = option(
         0.1, "cosine-cycles schedule: peak rate factor per cycle", above=0
     )
+    # learners.train --cosine-cycle-epochs (a list: its flag is learners.train's own) and the
+    # steps of an epoch of a run given in --epochs (learners.training.run_length); 0: in steps
+    cosine_cycle_epochs: list[int] = option(
+        [], "cosine-cycles schedule: each cycle's length in epochs", cli=False
+    )
+    steps_per_epoch: int = option(0, "training steps of an epoch (--epochs)", cli=False)
     batch_norm: str | None = option(
         None,
         "BatchNorm moments: running (averages at test), support (Meta-Dataset: the support "
@@ -104,6 +110,8 @@ class LearnerConfig:
             self.cosine_cycles,
             self.cycle_multiplier,
             self.cycle_lr_factor,
+            tuple(self.cosine_cycle_epochs),
+            self.steps_per_epoch,
         )
 
     def backbone_config(self, track_running_stats: bool = True) -> BackboneConfig:

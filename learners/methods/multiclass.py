@@ -301,6 +301,17 @@ class MulticlassLearner(Learner):
     def fit_episode(self, episode: object) -> float:
         raise NotImplementedError("multiclass pre-training trains from batches (fit_batch)")
 
+    def predicted_class_ids(self, images: np.ndarray) -> np.ndarray:
+        """The training class the head scores highest for each image (evaluation mode, no
+        augmentation): what held-out validation compares with the images' classes."""
+        inputs = images_to_tensor(
+            images, self.device, self.normalization, self.config.image_size, self.memory_format
+        )
+        self.eval()
+        with torch.no_grad(), self.precision.autocast():
+            best = self.network()(inputs).argmax(dim=1)
+        return self.class_id_table.to(best.device)[best].cpu().numpy()
+
     def finetune_options(self, transductive: bool) -> FinetuneOptions:
         options = self.options
         return FinetuneOptions(

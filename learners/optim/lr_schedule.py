@@ -7,7 +7,10 @@
 - `cosine-cycles`: Dhillon et al.'s pre-training (few-shot-baseline pretrain.py: two cycles,
   each `cycle_multiplier` times longer than the one before, the peak rate multiplied by 0.1 per
   cycle, each annealed from its peak to 0 by fastai's annealing_cos,
-  end + (start - end) / 2 * (1 + cos(pi * pct))).
+  end + (start - end) / 2 * (1 + cos(pi * pct))). The cycles may be given in epochs
+  (`cycle_epochs`, e.g. 40 and 80: utils.py `cycle_length` 40 times `cycle_multiplier ** c`):
+  each is then `epochs x steps_per_epoch` steps long, or, for a run whose length is given in
+  steps (no `steps_per_epoch`), the share of the horizon its epochs are of all cycles' epochs.
 
 The cosine schedule needs its length (the run's total steps when training started); it is kept
 in the optimiser's parameter groups (`schedule_horizon`), so it is saved in every checkpoint
@@ -46,6 +49,8 @@ class ScheduleConfig:
     cycles: int = 2
     cycle_multiplier: float = 2.0
     cycle_lr_factor: float = 0.1
+    cycle_epochs: tuple[int, ...] = ()  # the cycles' lengths in epochs (replace the two above)
+    steps_per_epoch: int = 0  # 0: the run's length is in steps (cycle epochs are shares)
 
     def __post_init__(self) -> None:
         if self.name not in LR_SCHEDULES:
@@ -98,14 +103,40 @@ def cycle_lengths(horizon: int, cycles: int, multiplier: float) -> list[int]:
     return [b - a for a, b in zip([0, *bounds[:-1]], bounds)]
 
 
+def epoch_cycle_lengths(horizon: int, epochs: tuple[int, ...], steps_per_epoch: int) -> list[int]:
+    """Steps of each cosine cycle given in epochs: epochs x steps_per_epoch, or (no
+    steps_per_epoch: a run whose length is in steps) shares of `horizon` in the epochs'
+    proportions, summing to `horizon`."""
+    if steps_per_epoch > 0:
+        return [e * steps_per_epoch for e in epochs]
+    bounds = [round(horizon * sum(epochs[: c + 1]) / sum(epochs)) for c in range(len(epochs))]
+    return [b - a for a, b in zip([0, *bounds[:-1]], bounds)]
+
+
+def schedule_cycle_lengths(config: ScheduleConfig, horizon: int) -> list[int]:
+    """Steps of each cosine cycle of `config` for a run of `horizon` steps."""
+    if config.cycle_epochs:
+        return epoch_cycle_lengths(horizon, config.cycle_epochs, config.steps_per_epoch)
+    return cycle_lengths(horizon, config.cycles, config.cycle_multiplier)
+
+
 def cosine_cycles_lr(
-    base: float, updates_done: int, horizon: int, cycles: int, multiplier: float, factor: float
+    base: float,
+    updates_done: int,
+    horizon: int,
+    cycles: int,
+    multiplier: float,
+    factor: float,
+    lengths: list[int] | None = None,
 ) -> float:
     """The rate of update number `updates_done` (0-based) in the cosine cycles: within cycle c
     of length L_c, at position i, base * factor**c / 2 * (1 + cos(pi * i / L_c)); 0 after the
-    last cycle."""
+    last cycle. `lengths` gives the cycles' steps (else `cycles` cycles in proportions
+    1 : multiplier : ... over `horizon`)."""
     start = 0
-    for cycle, length in enumerate(cycle_lengths(horizon, cycles, multiplier)):
+    if lengths is None:
+        lengths = cycle_lengths(horizon, cycles, multiplier)
+    for cycle, length in enumerate(lengths):
         if updates_done < start + length:
             pct = (updates_done - start) / length
             return base * factor**cycle / 2 * (1 + math.cos(math.pi * pct))
@@ -125,6 +156,7 @@ def scheduled_lr(config: ScheduleConfig, base: float, updates_done: int, horizon
             config.cycles,
             config.cycle_multiplier,
             config.cycle_lr_factor,
+            schedule_cycle_lengths(config, horizon),
         )
     return base
 

@@ -63,7 +63,9 @@ DEFAULT_METHODS = ("transductive",)
 NOTES = (
     "(train): the best checkpoint by 5-way 1-shot validation episodes of the valid classes "
     f"({VALIDATION_EPISODES} per epoch); the authors keep the best epoch by the accuracy on "
-    "held-out images of the training classes (few-shot-baseline pretrain.py, SaveModelCallback)",
+    "held-out images of the training classes (few-shot-baseline pretrain.py, SaveModelCallback; "
+    "learners.train --validation held-out, the recipe's, which needs a count the authors do not "
+    "state)",
     "(train + val): no class is left to validate on, so the last checkpoint (the end of the "
     "second cosine cycle) is evaluated",
     "Mini-ImageNet: the reader draws from all of a class's ILSVRC-2012 training images, not only "
@@ -197,6 +199,9 @@ def _pretraining(
         ]
     else:
         flags += [("--checkpoint-every", str(per_epoch)), ("--validation-episodes", "0")]
+    # few-shot validation in place of the recipe's held-out images (see NOTES); the length in
+    # steps from the paper's image counts in place of the recipe's --epochs over the copy's
+    flags.append(("--validation", "few-shot"))
     train = spec.add(
         training_stage(
             request,

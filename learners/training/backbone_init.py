@@ -1,10 +1,13 @@
 """`learners.train --init-from CHECKPOINT`: a new run's backbone starts from another run's.
 
-Meta-Dataset lets every learner start its embedding network from the weights the k-NN
-baseline converged to on ImageNet instead of from scratch (Triantafillou et al. 2020, sec. 4
-"Pre-training"; the reference's `Learner.pretrained_checkpoint`): train the baseline
-(`--recipe meta_dataset/knn`), then pass its run folder (its `checkpoints/last.pt`) or any
-checkpoint file. Only the backbone is taken: a method's own modules (heads, relation module)
+Meta-Dataset lets every learner start its embedding network from the weights a pre-training
+run converged to on ImageNet instead of from scratch (Triantafillou et al. 2020, sec. 4
+"Pre-training"; the reference's `Learner.pretrained_checkpoint`, the best-validation checkpoint
+of `pretrain_imagenet_resnet.gin` or `_convnet.gin`, pretrained_resnet.gin@87a478a1:3): train
+it (`--recipe meta_dataset/pretrain_resnet18`, `pretrain_convnet` or `pretrain_wide_resnet`),
+then pass its run folder, of which the best-validation checkpoint (`checkpoints/best.pt`) is
+taken when the run validated and `checkpoints/last.pt` otherwise (a line says which file and
+step), or any checkpoint file, taken as given. Only the backbone is taken: a method's own modules (heads, relation module)
 start fresh. Parameters must match name for name and shape for shape; BatchNorm's running
 statistics are taken where this run keeps them (a run with support-set or episode BatchNorm
 keeps none, as Meta-Dataset's episodic learners). The weights are applied once, when the run
@@ -30,6 +33,7 @@ from learners.training.checkpoint_file import (
     resolve_checkpoint,
     weights_hash,
 )
+from learners.training.training_loop import BEST, CHECKPOINTS, VALIDATION_LOG
 
 OPTION = "--init-from"
 BACKBONE = "backbone."  # the backbone's keys in a learner's state dict
@@ -45,6 +49,11 @@ class BackboneInit:
     step: int
     method: str
     weights: dict[str, torch.Tensor]
+    why: str = "as given"  # why this file of a run folder: its best or its last checkpoint
+
+    def line(self, given: str | os.PathLike) -> str:
+        """The one line a run starting from it prints: the file taken, its step and why."""
+        return f"note: {OPTION} {given} takes {self.checkpoint} (step {self.step}, {self.why})"
 
     def record(self) -> dict[str, Any]:
         """What `init_from.json` says: the file, its step and method, the weights' hash."""
@@ -63,7 +72,8 @@ def _describe(config: dict[str, Any]) -> str:
 def read_backbone_init(path: str | os.PathLike, target: Learner) -> BackboneInit:
     """The backbone weights of checkpoint (or run folder) `path`, checked against `target`'s
     backbone; ValueError in one line naming the file and the first tensor that differs."""
-    checkpoint = resolve_checkpoint(path, OPTION).resolve()
+    checkpoint, why = chosen_checkpoint(path)
+    checkpoint = checkpoint.resolve()
     payload = read_checkpoint_payload(checkpoint, OPTION)
     weights = {
         key[len(BACKBONE) :]: tensor
@@ -96,8 +106,26 @@ def read_backbone_init(path: str | os.PathLike, target: Learner) -> BackboneInit
         )
     kept = {k: v for k, v in weights.items() if k in ours}
     return BackboneInit(
-        checkpoint, int(payload.get("step", 0)), str(payload["config"].get("method")), kept
+        checkpoint, int(payload.get("step", 0)), str(payload["config"].get("method")), kept, why
     )
+
+
+def chosen_checkpoint(path: str | os.PathLike) -> tuple[Path, str]:
+    """The checkpoint `--init-from path` takes and why: a run folder's best.pt when the run
+    validated (validation.csv has a row), else its last.pt; a file as given."""
+    folder = Path(path)
+    best = folder / CHECKPOINTS / BEST
+    if folder.is_dir() and best.is_file() and _validated(folder):
+        return best, "the run's best-validation checkpoint"
+    checkpoint = resolve_checkpoint(path, OPTION)
+    if folder.is_dir():
+        return checkpoint, "the run's last checkpoint: it did not validate"
+    return checkpoint, "as given"
+
+
+def _validated(run: Path) -> bool:
+    log = run / VALIDATION_LOG
+    return log.is_file() and len(log.read_text().strip().splitlines()) > 1
 
 
 def _is_running_statistic(name: str) -> bool:

@@ -134,6 +134,8 @@ def flag_text(key: str, value: Any) -> str:
     flag = key.replace("_", "-")
     if isinstance(value, bool):
         return f"--{flag}" if value else f"--no-{flag}"
+    if isinstance(value, list):  # a flag taking several values (--cosine-cycle-epochs 40 80)
+        return f"--{flag} {' '.join(str(v) for v in value)}"
     return f"--{flag} {value}"
 
 

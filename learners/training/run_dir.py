@@ -42,6 +42,7 @@ RUN_LOCK = ".lock"  # held while learners.train writes the run
 # run started on a GPU machine resumes on another machine.
 RESUMABLE_CHANGES = (
     "total_steps",
+    "epochs",
     "device",
     "progress",
     "loader_workers",
@@ -60,6 +61,7 @@ class RunConfig:
     seed: int = 0
     total_steps: int = 1000
     checkpoint_every: int = 1000
+    epochs: int | None = None  # the length in epochs (learners.training.run_length), if given
     validation_episodes: int = 100
     batch_size: int = 64
     global_meta_batch: int = 1  # items per optimiser step, all ranks together (--meta-batch x W)
