@@ -517,7 +517,15 @@ def test_evaluate_and_read_refuse_gpu_decoding_without_cuda_in_one_line(
     assert evaluate_cli.main(argv) == 2
     err = capsys.readouterr().err
     assert "--decode-device cuda: CUDA is not available" in err and err.count("\n") == 1, err
-    assert evaluate_cli.main([*argv, "--episode-shards", str(tmp_path)]) == 2
+    shards = [
+        "--run",
+        str(run_folder),
+        "--decode-device",
+        "cuda",
+        "--episode-shards",
+        str(tmp_path),
+    ]
+    assert evaluate_cli.main(shards) == 2  # no --dataset: the shards fix the episodes
     err = capsys.readouterr().err
     assert "episode shards are read on the CPU" in err and err.count("\n") == 1, err
     with pytest.raises(UserError, match="--decode-device cuda: CUDA is not available"):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from episodes.records.published_splits import list_published, load_published
 from episodes.util.config_flags import ConfigError, config_field
+from splits.class_names import ClassListError
 from splits.methods import register_method
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
 
@@ -43,7 +44,7 @@ def check_classes_present(name: str, split, names: list[str], inputs: SplitInput
     if absent:
         given = "--dataset" if inputs.dataset is not None else "--class-names"
         where = inputs.dataset if inputs.dataset is not None else inputs.class_names
-        raise ValueError(
+        raise ClassListError(
             f"--name {name}: {len(absent)} of its {len(listed)} classes are not classes of "
             f"{given} {where} (e.g. {', '.join(absent[:3])}): it is the split of another "
             f"dataset; leave out {given} to write it as published"
