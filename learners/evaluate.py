@@ -63,6 +63,11 @@ from learners.feed.episode_source import (
     ShardEpisodeSource,
     open_episode_source,
 )
+from learners.feed.sampler_options import (
+    add_sampler_arguments,
+    sampler_flags_given,
+    sampler_options_from_args,
+)
 from learners.inference.md_finetune import check_md_finetune_flags
 from learners.methods.config_fields import at_evaluation, flag_name
 from learners.methods.config_flags import add_config_flags, given_values
@@ -143,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=finite_float,
         default=None,
         help="FIX-ML tau_BN(lambda): classes from the test split w.p. lambda",
+    )
+    add_sampler_arguments(
+        parser, "how episodes are drawn beyond --ways/--shots/--query (default: the run's)"
     )
     model = parser.add_argument_group("model", "which trained weights, and how they normalise")
     model.add_argument(
@@ -248,6 +256,7 @@ def _episode_options(args: argparse.Namespace, config: RunConfig) -> Any:
         query=args.query if args.query is not None else run_options.query,
         fix_ml_pool=None,
         base_novel_lambda=args.base_novel_lambda,
+        sampler={**run_options.sampler, **sampler_options_from_args(args)},
     )
 
 
@@ -355,6 +364,7 @@ def evaluation_settings(
         "options": others or None,
         "base_novel_lambda": args.base_novel_lambda,
         "episode_shards": shards,
+        **({"sampler": options.sampler} if options.sampler and not shards else {}),
         "dataset": _dataset(args),
         "split_file": _split_file(args, config),
         "hardness": None,
@@ -502,7 +512,7 @@ def _check_shard_flags(args: argparse.Namespace) -> None:
         flag
         for flag in EPISODE_FLAGS
         if getattr(args, flag[2:].replace("-", "_")) not in (None, [])  # lambda 0 is given
-    ]
+    ] + sampler_flags_given(args)
     if given:
         raise LearnerConfigError(
             f"{' and '.join(given)} with --episode-shards {args.episode_shards}: the shards hold "

@@ -51,12 +51,14 @@ from learners.feed.episode_feed import (
 from learners.feed.episode_source import (
     SYNTHETIC,
     EpisodeOptions,
+    check_episode_options,
     close_source,
     dataset_dirs,
     open_batch_source,
     open_episode_source,
     open_sharded,
 )
+from learners.feed.sampler_options import add_sampler_arguments, sampler_options_from_args
 from learners.feed.validation_dataset import RECORD_KEY as VALIDATION_DATASET_KEY
 from learners.feed.validation_dataset import resolve_validation_dataset
 from learners.methods.config_fields import at_evaluation, cli_fields
@@ -354,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     taken: set[str] = set()  # the generated flags added so far (each once)
     add_data_arguments(parser)
+    add_sampler_arguments(
+        parser, "how episodes are drawn beyond --ways/--shots/--query (validation's too)"
+    )
     add_model_arguments(parser, taken)
     add_optimisation_arguments(parser, taken)
     add_output_arguments(parser)
@@ -476,7 +481,9 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
         query=args.query,
         image_size=learner.image_size,
         fix_ml_pool=args.fix_ml_pool,
+        sampler=sampler_options_from_args(args),
     )
+    check_episode_options(options, dataset)  # a sampler option off its bounds: one line, now
     config = RunConfig(
         learner=learner,
         dataset=dataset,
@@ -585,6 +592,7 @@ def train(
                 shots=options.shots,
                 query=options.query,
                 image_size=options.image_size,
+                sampler=options.sampler,
             )
             valid = open_episode_source(
                 config.extra.get(VALIDATION_DATASET_KEY, config.dataset),

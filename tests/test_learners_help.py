@@ -13,14 +13,23 @@ from learners.methods.config_fields import at_evaluation, cli_fields, flag_name
 from learners.methods.learner_config import LearnerConfig
 from learners.methods.registry import method_option_classes
 
+SAMPLER = "episode sampler (Meta-Dataset's options)"
 TRAIN_GROUPS = (
     "data and episodes",
+    SAMPLER,
     "model",
     "optimisation and schedule",
     "output and checkpoints",
     "device and loading",
 )
-EVALUATE_GROUPS = ("data and episodes", "model", "hardness", "output", "device and batching")
+EVALUATE_GROUPS = (
+    "data and episodes",
+    SAMPLER,
+    "model",
+    "hardness",
+    "output",
+    "device and batching",
+)
 # What stays in the first block: the command's subject, and help.
 TOP = {"learners.train": {"-h", "--method", "--recipe", "--list-recipes"}}
 TOP["learners.evaluate"] = {"-h", "--run"}

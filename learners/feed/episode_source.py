@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,6 +25,7 @@ import numpy as np
 from episodes.records.local_dataset import is_remote
 from learners import LearnerConfigError, LearnerInputError
 from learners.feed.class_holdout import ClassRecords, HoldOut, split_class_records
+from learners.feed.sampler_options import sampler_config
 from learners.feed.synthetic_episodes import (
     BlobDataset,
     BlobDatasetConfig,
@@ -80,7 +81,9 @@ class EpisodeOptions:
     fixed ways with a hierarchy; its fixed-ways setups set ignore_dag_ontology and
     ignore_bilevel_ontology, as here). `fix_ml_pool` is a FIX-ML
     fixed-support pool (JSON of `episodes.sampling.fixml`, or k for the synthetic data);
-    `base_novel_lambda` samples from tau_BN(lambda) with the train split as base classes."""
+    `base_novel_lambda` samples from tau_BN(lambda) with the train split as base classes.
+    `sampler` holds the other options of Meta-Dataset's sampler that were given
+    (`learners.feed.sampler_options`; e.g. max_ways), by SamplerConfig field name."""
 
     ways: int | None = None
     shots: int | None = None
@@ -88,9 +91,15 @@ class EpisodeOptions:
     image_size: int = 84
     fix_ml_pool: str | None = None
     base_novel_lambda: float | None = None
+    sampler: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """As config.json records it: `sampler` only when an option was given, so a run
+        without one records what runs before 0.2.0 recorded."""
+        values = asdict(self)
+        if not values["sampler"]:
+            del values["sampler"]
+        return values
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,12 @@ class EpisodeRequest:
 
 
 def _synthetic_config(options: EpisodeOptions) -> SyntheticEpisodeConfig:
+    if options.sampler:
+        shown = ", ".join(f"--{name.replace('_', '-')}" for name in options.sampler)
+        raise LearnerConfigError(
+            f"{shown}: options of Meta-Dataset's sampler, which --synthetic episodes do not "
+            "use; drop them or give --dataset"
+        )
     pool = int(options.fix_ml_pool) if options.fix_ml_pool is not None else None
     return SyntheticEpisodeConfig(
         ways=options.ways,
@@ -137,19 +152,7 @@ def dataset_dirs(dataset: str) -> list[str]:
 
 
 def _sampler_config(options: EpisodeOptions) -> Any:
-    from episodes.sampling.sampler_config import SamplerConfig
-
-    if options.ways is None and options.shots is None and options.query is None:
-        return SamplerConfig()
-    flat = options.ways is not None  # classic N-way: classes uniform over the split
-    return SamplerConfig(
-        mode="fixed" if options.ways is not None and options.shots is not None else "variable",
-        ways=options.ways,
-        shots=options.shots,
-        query=options.query,
-        use_dag_hierarchy=not flat,
-        use_bilevel_hierarchy=not flat,
-    )
+    return sampler_config(options.ways, options.shots, options.query, options.sampler)
 
 
 class ReaderEpisodeSource:
@@ -410,6 +413,15 @@ class ReaderBatchSource:
 
     def close(self) -> None:
         self.reader.close()
+
+
+def check_episode_options(options: EpisodeOptions, dataset: str) -> None:
+    """Refuse, before any work, the episode options the source would refuse when opened (a
+    sampler option off its bounds, or one that --synthetic episodes do not use)."""
+    if dataset == SYNTHETIC:
+        _synthetic_config(options)
+    else:
+        _sampler_config(options)
 
 
 def open_episode_source(
