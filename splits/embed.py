@@ -108,16 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _learners_user_faults() -> tuple[type[Exception], ...]:
-    """The faults of a learners run the user can fix (a damaged checkpoint in the run folder,
-    a diverged loss), ValueErrors in learners until they derive from UserError (issue 35)."""
-    from learners.checkpoint_file import CheckpointError
-    from learners.run_checkpoints import CheckpointDamagedError
-    from learners.training_loop import NonFiniteLossError
-
-    return (UserError, CheckpointError, CheckpointDamagedError, NonFiniteLossError)
-
-
 def pretrain_config_from_args(args: argparse.Namespace) -> Any:
     """Validate the --pretrain options (or refuse them without --pretrain)."""
     from learners.nn.backbones import canonical_backbone_name
@@ -209,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_dir = Path(args.checkpoint_out or output.with_suffix(".checkpoint"))
         try:
             checkpoint = pretrain(dataset, run_dir, pretrain_config)
-        except _learners_user_faults() as exc:
+        except UserError as exc:  # a learners fault (damaged checkpoint, diverged loss)
             raise EmbedError(f"--pretrain in {run_dir} (--checkpoint-out): {exc}") from None
         print(f"pre-trained {pretrain_config.backbone}: checkpoint {checkpoint}")
     else:
