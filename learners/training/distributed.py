@@ -171,6 +171,13 @@ def rank_session(
     )
     try:
         yield ranks, device
+    except BaseException:
+        dist.destroy_process_group()
+        raise
+    # Leave together: a rank that tore gloo down while another still finished its last
+    # collective aborted now and then ("terminate called without an active exception").
+    try:
+        barrier(ranks)
     finally:
         dist.destroy_process_group()
 
