@@ -12,16 +12,16 @@ same seed, and disjoint from the records its batches draw from.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from episodes.sampling.sampler_formulas import draw_distinct, episode_rng, stable_hash
 from episodes.util.cli_errors import UserError
 
 FLAG = "--held-out-per-class"
-SALT = 3202  # keeps the hold-out's draws apart from the batches' (seed, 2024, index)
+LABEL = "held-out-validation"  # keeps these draws apart from FIX-ML's and the batches'
 
 
 class HoldOutError(UserError, ValueError):
@@ -80,8 +80,9 @@ def held_out_records(
             f"{FLAG} {hold_out.text()}: class {class_id} of {dataset} has {images} images, so "
             "none would be left to train on; hold out fewer"
         )
-    rng = np.random.default_rng([seed, SALT, zlib.crc32(dataset.encode()), class_id])
-    return np.sort(rng.permutation(images)[:size])
+    # drawn as FIX-ML's base hold-out draws (episodes.sampling.fixml.make_base_holdout)
+    rng = episode_rng(seed, class_id, (stable_hash(dataset), stable_hash(LABEL)))
+    return np.sort(draw_distinct(rng, np.array([images]), np.array([size])))
 
 
 @dataclass(frozen=True)
