@@ -1,7 +1,7 @@
 """The one layer from config dataclasses to flags (episodes.util.config_flags, issue 35 item 1):
 what a field declares becomes its flag, its help and its check, and every config of the
-toolkit that is a command's options (sampler, sampling modes, sources, download, split methods)
-is declared through it."""
+toolkit that is a command's options (sampler, sampling modes, sources, download, split methods,
+the learners' shared and per-method options) is declared through it."""
 
 from __future__ import annotations
 
@@ -118,26 +118,26 @@ def test_values_are_stored_in_their_type():
     assert toy.fractions == (0.5, 0.25, 0.25)
 
 
-def test_what_the_learners_need_next():
-    """The learners' configs (learners.config_fields, to move onto this layer in their pass):
-    exclusive bounds, a list default, keys of their own, every switch negatable."""
+def test_the_learners_options_are_checked_by_the_layer():
+    """The learners' shared and per-method options (learners.methods.config_fields.option) are
+    config_fields: a bad value is refused in the layer's words, as LearnerConfigError (a user
+    fault), and the learners' own key `at_evaluation` rides in the metadata."""
+    from learners import LearnerConfigError
+    from learners.methods.learner_config import LearnerConfig
+    from learners.methods.multiclass import MulticlassConfig
 
-    @dataclass
-    class Learner:
-        lr: float = config_field(0.001, help="learning rate", above=0)
-        milestones: list = config_field([10, 20], help="schedule steps", cli=False)
-        knn_k: int = config_field(1, help="neighbours", minimum=1, metadata={"at_evaluation": True})
-        augment: bool = config_field(False, help="augment")
-
-    first, second = Learner(), Learner()
-    assert first.milestones == [10, 20] and first.milestones is not second.milestones
-    assert dataclasses.fields(Learner)[2].metadata["at_evaluation"] is True
-    parser = command_parser("learner")
-    add_config_arguments(parser, Learner, always_negatable=True, show_defaults=False)
-    flags = {o for a in parser._actions for o in a.option_strings}
-    assert {"--augment", "--no-augment", "--knn-k", "--lr"} <= flags
-    with pytest.raises(ConfigError, match="--lr 0.0: expected a number > 0"):
-        check_fields(Learner(lr=0.0))
+    with pytest.raises(LearnerConfigError, match=r"^--lr 0.0: expected a number > 0$"):
+        LearnerConfig(lr=0.0).check()
+    with pytest.raises(
+        LearnerConfigError, match=r"^--optimizer rmsprop: expected one of adam, sgd$"
+    ):
+        LearnerConfig(optimizer="rmsprop").check()
+    assert issubclass(LearnerConfigError, UserError)
+    knn_k = {f.name: f for f in dataclasses.fields(MulticlassConfig)}["knn_k"]
+    assert knn_k.metadata["at_evaluation"] is True
+    config = LearnerConfig(lr=1)  # an integer rate stays as given (a run's config.json)
+    config.check()
+    assert config.lr == 1 and isinstance(config.lr, int)
 
 
 def test_a_type_no_flag_can_hold_is_refused():
@@ -163,6 +163,15 @@ def _configs():
     yield from (mode_class(name).Options for name in mode_names())
     yield from {SOURCES[name].config_class for name in sorted(SOURCES)}
     yield from (method_class(name).Parameters for name in method_names())
+    yield from _learner_configs()
+
+
+def _learner_configs():
+    from learners.methods.learner_config import LearnerConfig
+    from learners.methods.registry import method_option_classes
+
+    yield LearnerConfig
+    yield from method_option_classes()
 
 
 @pytest.mark.parametrize("config", list(_configs()), ids=lambda c: c.__name__)

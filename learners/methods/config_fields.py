@@ -1,20 +1,30 @@
-"""Fields of the learners' config dataclasses: help text and bounds beside each option.
+"""Fields of the learners' config dataclasses, declared on the toolkit's one config layer.
 
-`option(default, help, ...)` declares a field whose metadata drives both the generated command
-line (`learners.methods.config_flags`: one `--kebab-case` flag per field, the help from here) and the
-check before any work starts (`check_fields`: one line naming the flag and the bad value).
+`option(default, help, ...)` is `episodes.util.config_flags.config_field` with the learners'
+one extra key, `at_evaluation` (options `learners.evaluate` may change on a trained run): the
+same metadata drives the generated flags (`learners.methods.config_flags`) and the check before
+any work starts (`check_fields`: one line naming the flag and the bad value, as every command's).
 `MethodConfig` is the base of each method's own options, declared beside the method.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, TypeVar
 
+from episodes.util.config_flags import check_value, config_field, field_kinds, flag_fields, flag_of
 from learners import LearnerConfigError
+
+__all__ = [
+    "MethodConfig",
+    "at_evaluation",
+    "check_fields",
+    "cli_fields",
+    "flag_name",
+    "option",
+]
 
 Config = TypeVar("Config", bound="MethodConfig")
 
@@ -31,34 +41,32 @@ def option(
     cli: bool = True,
     at_evaluation: bool = False,
 ) -> Any:
-    """A config field: `minimum`, `maximum` (inclusive), `above` and `below` (exclusive) bound
-    numbers,
-    `choices` lists the allowed strings; `cli=False` for values the tools fill in themselves;
-    `at_evaluation=True` for options `learners.evaluate` may change on a trained run (how
-    episodes are inferred, not what was trained)."""
-    metadata = {
-        "help": help,
-        "minimum": minimum,
-        "maximum": maximum,
-        "above": above,
-        "below": below,
-        "choices": tuple(choices) if choices is not None else None,
-        "cli": cli,
-        "at_evaluation": at_evaluation,
-    }
-    if isinstance(default, list):
-        return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
+    """A config field (`episodes.util.config_flags.config_field`): `minimum`, `maximum`
+    (inclusive), `above` and `below` (exclusive) bound numbers, `choices` lists the allowed
+    strings; `cli=False` for values the tools fill in themselves; `at_evaluation=True` for
+    options `learners.evaluate` may change on a trained run (how episodes are inferred, not
+    what was trained)."""
+    return config_field(
+        default,
+        help=help,
+        minimum=minimum,
+        maximum=maximum,
+        above=above,
+        below=below,
+        choices=choices,
+        cli=cli,
+        metadata={"at_evaluation": at_evaluation},
+    )
 
 
 def flag_name(field_name: str) -> str:
     """The command-line flag of a config field: `knn_k` -> `--knn-k`."""
-    return "--" + field_name.replace("_", "-")
+    return flag_of(field_name)
 
 
 def cli_fields(config_class: type) -> list[dataclasses.Field]:
     """The fields of a config dataclass that a user sets (those with `cli=False` excluded)."""
-    return [f for f in dataclasses.fields(config_class) if f.metadata.get("cli", True)]
+    return flag_fields(config_class)
 
 
 def at_evaluation(field: dataclasses.Field) -> bool:
@@ -67,39 +75,13 @@ def at_evaluation(field: dataclasses.Field) -> bool:
     return bool(field.metadata.get("at_evaluation"))
 
 
-def _bound_problem(field: dataclasses.Field, value: Any) -> str | None:
-    meta = field.metadata
-    if isinstance(value, float) and not math.isfinite(value):  # nan < 0 is False: say it first
-        return "expected a finite number"
-    if meta.get("choices") is not None and value not in meta["choices"]:
-        return f"expected one of {', '.join(meta['choices'])}"
-    numeric = [meta.get(k) for k in ("minimum", "above", "below", "maximum")]
-    if all(bound is None for bound in numeric):
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "expected a number"
-    minimum, above, below, maximum = numeric
-    if minimum is not None and value < minimum:
-        return f"expected >= {minimum:g}"
-    if maximum is not None and value > maximum:
-        return f"expected <= {maximum:g}"
-    if above is not None and not value > above:
-        return f"expected > {above:g}"
-    if below is not None and not value < below:
-        return f"expected < {below:g}"
-    return None
-
-
 def check_fields(config: Any) -> None:
-    """Raise ValueError naming the flag and value of the first field outside its bounds or not
-    finite (None is allowed where the default is None)."""
+    """LearnerConfigError naming the flag and value of the first field off its type or bounds
+    (the one layer's `check_value`; None is allowed where the default is None). Values are left
+    as given (an integer learning rate stays an integer in a run's config.json)."""
+    kinds = field_kinds(type(config))
     for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        if value is None and field.default is None:
-            continue
-        problem = _bound_problem(field, value)
-        if problem is not None:
-            raise LearnerConfigError(f"{flag_name(field.name)} {value}: {problem}")
+        check_value(field, kinds[field.name], getattr(config, field.name), LearnerConfigError)
 
 
 @dataclass

@@ -55,7 +55,7 @@ def _value_fault(action: argparse.Action, value: Any) -> str | None:
         return None if isinstance(value, bool) else "expected true or false"
     if action.type in (None, str):
         return None if isinstance(value, str) else "expected a string"
-    kind = getattr(action.type, "__name__", "number")
+    kind = "int" if action.type is int else "float"  # int, float or finite_float
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"expected a number ({kind})"
     try:
