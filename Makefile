@@ -108,10 +108,10 @@ demo-splits: venv
 demo-learners: venv
 	@echo "== demo 4/4: ProtoNet and multiclass pre-training, 8 evaluations, rank tables, hardness"
 	$(DEMO_PY) -m learners.train --method protonet --backbone cnn4 --dataset $(OUT)/omniglot \
-	    --image-size 28 --ways 5 --shots 5 --query 15 --episodes $(TRAIN_STEPS) --checkpoint-every 50 \
+	    --image-size 28 --ways 5 --shots 5 --query 15 --steps $(TRAIN_STEPS) --checkpoint-every 50 \
 	    --validation-episodes 20 --seed $(SEED) --output $(RUNS)/protonet
 	$(DEMO_PY) -m learners.train --method multiclass --backbone cnn4 --dataset $(OUT)/omniglot \
-	    --image-size 28 --episodes $(PRETRAIN_STEPS) --batch-size 64 --checkpoint-every 100 \
+	    --image-size 28 --steps $(PRETRAIN_STEPS) --batch-size 64 --checkpoint-every 100 \
 	    --validation-episodes 20 --seed $(SEED) --output $(RUNS)/multiclass
 	@rm -rf $(RUNS)/eval
 	@for S in 1 5; do \

@@ -2,10 +2,10 @@
 
 Example:
   python -m learners.train --method protonet --backbone cnn4 --dataset OUT \
-      --split-file S.json --episodes 20000 --device auto --output RUN
+      --split-file S.json --steps 20000 --device auto --output RUN
 
 Re-running the same command on the same --output resumes from the last checkpoint; a larger
---episodes (or --epochs) continues training. Multiclass methods may count their length in
+--steps (or --epochs) continues training. Multiclass methods may count their length in
 epochs over the training images (--epochs 120 --cosine-cycle-epochs 40 80) and validate on
 held-out images of the training classes (--validation held-out --held-out-per-class 10%).
 `--synthetic` trains on generated blob images. Every option of the learners is a flag (generated from their config dataclasses); a method's own options are
@@ -217,11 +217,12 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, taken: set[str])
         "steps and their items, the optimiser and its learning rate, numerics",
     )
     group.add_argument(
-        "--episodes",
+        "--steps",
         type=int,
         default=None,
+        renamed_from=("--episodes",),
         help="training steps the run lasts (its length; each step trains on --meta-batch "
-        "episodes, or batches for multiclass methods, per rank): a count of steps; or --epochs",
+        "episodes, or batches for multiclass methods, per rank); or --epochs",
     )
     group.add_argument(
         "--epochs",
@@ -238,7 +239,7 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, taken: set[str])
         default=None,
         metavar="EPOCHS",
         help="--lr-schedule cosine-cycles: each cycle's length in epochs (Dhillon et al.: 40 "
-        "80), in place of --cosine-cycles and --cycle-multiplier; with --episodes, the cycles "
+        "80), in place of --cosine-cycles and --cycle-multiplier; with --steps, the cycles "
         "share the run's steps in these proportions",
     )
     group.add_argument(
@@ -408,10 +409,10 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
             f"option of --method {learner.method}, which trains on episodes (--ways, --shots)"
         )
     args.batch_size = BATCH_SIZE if args.batch_size is None else args.batch_size
-    check_length_flags(args.episodes, args.epochs, args.cosine_cycle_epochs, learner.lr_schedule)
-    if args.episodes is not None and not args.cosine_cycle_epochs:
-        check_cycle_lengths(learner.schedule(), args.episodes)  # before any work
-    for name in ("episodes", "batch_size", "checkpoint_every", "meta_batch"):
+    check_length_flags(args.steps, args.epochs, args.cosine_cycle_epochs, learner.lr_schedule)
+    if args.steps is not None and not args.cosine_cycle_epochs:
+        check_cycle_lengths(learner.schedule(), args.steps)  # before any work
+    for name in ("steps", "batch_size", "checkpoint_every", "meta_batch"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise LearnerConfigError(f"--{name.replace('_', '-')} {value} is too small")
@@ -460,7 +461,7 @@ def run_config_from_args(args: argparse.Namespace, ranks: RankInfo = SINGLE_PROC
         )
     cycle_epochs = list(args.cosine_cycle_epochs or ())
     length = resolve_run_length(
-        args.episodes,
+        args.steps,
         args.epochs,
         args.checkpoint_every,
         cycle_epochs,
@@ -670,10 +671,10 @@ def _follow_backbone_override(args: argparse.Namespace, overridden: dict[str, An
 def _follow_length_override(
     args: argparse.Namespace, recipe: dict[str, Any], overridden: dict[str, Any]
 ) -> None:
-    """A run has one length: `--episodes` given where the recipe sets `epochs` (or `--epochs`
-    where it sets `episodes`) replaces the recipe's, recorded as an override (both given on
+    """A run has one length: `--steps` given where the recipe sets `epochs` (or `--epochs`
+    where it sets `steps`) replaces the recipe's, recorded as an override (both given on
     the command line stays a refusal)."""
-    for given, other in (("episodes", "epochs"), ("epochs", "episodes")):
+    for given, other in (("steps", "epochs"), ("epochs", "steps")):
         if given not in recipe and getattr(args, given) is not None and other in recipe:
             if other not in overridden:
                 overridden[other] = recipe[other]

@@ -25,7 +25,7 @@ torch.set_num_threads(1)
 
 def _args(method: str, run: Path, steps: int, *extra: str) -> list[str]:
     return [
-        "--method", method, "--synthetic", "--episodes", str(steps), "--checkpoint-every", "2",
+        "--method", method, "--synthetic", "--steps", str(steps), "--checkpoint-every", "2",
         "--validation-episodes", "0", "--output", str(run), *TINY, *extra,
     ]  # fmt: skip
 

@@ -61,7 +61,7 @@ def start_training(output: Path, machine: dict[str, str], pin: dict[str, str], o
     env["PYTHONPATH"] = str(REPO)
     cores = sorted(os.sched_getaffinity(0))
     command = [sys.executable, "-m", "learners.train", "--method", "multiclass"]
-    command += ["--backbone", "cnn4", "--synthetic", "--image-size", "28", "--episodes", "3"]
+    command += ["--backbone", "cnn4", "--synthetic", "--image-size", "28", "--steps", "3"]
     command += ["--batch-size", "64", "--validation-episodes", "0", "--seed", "0"]
     command += ["--no-progress", "--output", str(output)]
     return subprocess.Popen(

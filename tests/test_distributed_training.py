@@ -74,7 +74,7 @@ def test_bad_meta_batches_and_ranks_are_refused(tmp_path, capsys) -> None:
     with pytest.raises(ValueError, match="rank 2 of 2"):
         ShardPlan(1, 2, 2)
     out = tmp_path / "run"
-    argv = ["--method", "protonet", *TINY, "--episodes", "2", "--output", str(out)]
+    argv = ["--method", "protonet", *TINY, "--steps", "2", "--output", str(out)]
     assert train_cli.main([*argv, "--meta-batch", "0"]) == 2
     assert capsys.readouterr().err.strip() == "error: --meta-batch 0 is too small"
     assert not out.exists()  # refused before anything was written
@@ -249,7 +249,7 @@ def test_two_ranks_with_meta_batch_2_train_the_weights_of_one_process_with_4(tmp
     """ProtoNet (per-episode BatchNorm), 20 steps: every parameter within 1e-5 (measured: 0),
     BatchNorm's running statistics within 1e-5, the same losses and the same config.json;
     the other rank wrote nothing."""
-    common = ["--method", "protonet", *TINY, "--episodes", "20", "--checkpoint-every", "10"]
+    common = ["--method", "protonet", *TINY, "--steps", "20", "--checkpoint-every", "10"]
     one, two = tmp_path / "one", tmp_path / "two"
     train_one_process([*common, "--meta-batch", "4", "--output", str(one)])
     done = torchrun("learners.train", [*common, "--meta-batch", "2", "--output", str(two)])
@@ -287,10 +287,10 @@ def test_a_resumed_torchrun_run_continues_the_trajectory_of_one_process(tmp_path
         "1",
     ]
     one, two = tmp_path / "one", tmp_path / "two"
-    train_one_process([*common, "--episodes", "12", "--meta-batch", "2", "--output", str(one)])
-    torchrun("learners.train", [*common, "--episodes", "6", "--output", str(two)])
+    train_one_process([*common, "--steps", "12", "--meta-batch", "2", "--output", str(one)])
+    torchrun("learners.train", [*common, "--steps", "6", "--output", str(two)])
     assert len(losses(two)) == 6
-    done = torchrun("learners.train", [*common, "--episodes", "12", "--output", str(two)])
+    done = torchrun("learners.train", [*common, "--steps", "12", "--output", str(two)])
     assert "steps 6->12" in done.stdout
     params, buffers = max_differences(one, two)
     assert params <= TOLERANCE and buffers <= TOLERANCE, (params, buffers)
@@ -303,7 +303,7 @@ def test_one_rank_trains_the_plain_run_and_evaluation_on_two_writes_its_files(tm
     """`torchrun --nproc_per_node 1` takes the one-process path: the checkpoint of the plain
     command, bit for bit. Evaluating that run on 2 ranks writes the files of one process."""
     run, plain = tmp_path / "run", tmp_path / "plain"
-    argv = ["--method", "protonet", *TINY, "--episodes", "3", "--checkpoint-every", "2"]
+    argv = ["--method", "protonet", *TINY, "--steps", "3", "--checkpoint-every", "2"]
     torchrun("learners.train", [*argv, "--output", str(run)], ranks=1)
     assert train_cli.main([*argv, "--output", str(plain)]) == 0  # this process: 1 thread too
     for name in ("step_00000002.pt", "last.pt"):
@@ -334,7 +334,7 @@ def test_a_sharded_transductive_finetuning_evaluation_writes_the_files_of_one_pr
     beside the settings, not in them)."""
     run = tmp_path / "run"
     train_one_process(
-        ["--method", "multiclass", *TINY, "--episodes", "3", "--batch-size", "8"]
+        ["--method", "multiclass", *TINY, "--steps", "3", "--batch-size", "8"]
         + ["--output", str(run)]
     )
     base = ["--run", str(run), "--episodes", "7", "--no-progress", "--device", "cpu"]
@@ -369,7 +369,7 @@ def test_a_sharded_transductive_finetuning_evaluation_writes_the_files_of_one_pr
 def training_past_a_checkpoint(tmp_path: Path, *extra: str) -> Iterator[subprocess.Popen]:
     """A long 2-rank torchrun training in its own session, once rank 0 wrote a checkpoint;
     killed on the way out if the test left it running."""
-    args = ["--method", "protonet", *TINY, "--episodes", "100000", "--checkpoint-every", "5"]
+    args = ["--method", "protonet", *TINY, "--steps", "100000", "--checkpoint-every", "5"]
     args += [*extra, "--output", str(tmp_path / "run")]
     launcher = subprocess.Popen(
         torchrun_command("learners.train", args),
@@ -412,7 +412,7 @@ def test_a_killed_rank_ends_every_rank_without_a_hang(tmp_path) -> None:
 
 def test_a_refused_dataset_ends_every_rank_with_one_line(tmp_path) -> None:
     missing = tmp_path / "missing"
-    args = ["--method", "protonet", "--dataset", str(missing), "--episodes", "3"]
+    args = ["--method", "protonet", "--dataset", str(missing), "--steps", "3"]
     args += ["--no-progress", "--output", str(tmp_path / "run")]
     done = subprocess.run(
         torchrun_command("learners.train", args),

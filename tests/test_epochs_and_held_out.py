@@ -159,7 +159,7 @@ def test_an_epoch_is_the_trained_images_over_the_batch_and_best_pt_the_best_held
 def test_the_same_seed_holds_out_the_same_images_on_another_run(dataset: Path, tmp_path) -> None:
     """Two runs with one seed validate on the same images: their first validation (same
     weights, same batches) agrees to the bit; another seed holds out others."""
-    argv = ["--episodes", "2", "--validation", "held-out", "--held-out-per-class", "25%"]
+    argv = ["--steps", "2", "--validation", "held-out", "--held-out-per-class", "25%"]
     rows = []
     for name in ("a", "b"):
         assert train_cli.main(_args(dataset, tmp_path / name, *argv)) == 0
@@ -174,7 +174,7 @@ def test_the_same_seed_holds_out_the_same_images_on_another_run(dataset: Path, t
 
 def test_cosine_cycles_in_epochs_are_epochs_times_the_epochs_steps(dataset, tmp_path) -> None:
     """Dhillon et al.'s cycles of 40 and 80 epochs: cycle c lasts its epochs x the steps of an
-    epoch (120 epochs of 7 steps: 280 and 560 steps), the peak 0.1 ** c; given with --episodes
+    epoch (120 epochs of 7 steps: 280 and 560 steps), the peak 0.1 ** c; given with --steps
     the cycles share the run's steps in the same proportions."""
     config = ScheduleConfig("cosine-cycles", cycle_epochs=(40, 80), steps_per_epoch=7)
     assert schedule_cycle_lengths(config, 840) == [280, 560]
@@ -198,7 +198,7 @@ def test_cosine_cycles_in_epochs_are_epochs_times_the_epochs_steps(dataset, tmp_
 @pytest.mark.parametrize(
     "extra, expected",
     [
-        (["--epochs", "2", "--episodes", "5"], "--epochs 2 and --episodes 5: a run has one length"),
+        (["--epochs", "2", "--steps", "5"], "--epochs 2 and --steps 5: a run has one length"),
         ([], "the run's length is missing"),
         (["--epochs", "0"], "--epochs 0: expected >= 1"),
         (
@@ -206,15 +206,15 @@ def test_cosine_cycles_in_epochs_are_epochs_times_the_epochs_steps(dataset, tmp_
             "--cosine-cycle-epochs 1 1 applies to --lr-schedule cosine-cycles, not constant",
         ),
         (
-            ["--episodes", "2", "--held-out-per-class", "2"],
+            ["--steps", "2", "--held-out-per-class", "2"],
             "--held-out-per-class 2 without --validation held-out",
         ),
         (
-            ["--episodes", "2", "--validation", "held-out"],
+            ["--steps", "2", "--validation", "held-out"],
             "--validation held-out needs --held-out-per-class",
         ),
         (
-            ["--episodes", "2", "--validation", "held-out", "--held-out-per-class", "12"],
+            ["--steps", "2", "--validation", "held-out", "--held-out-per-class", "12"],
             "class 0 of toy has 12 images",
         ),
     ],
@@ -235,11 +235,11 @@ def test_bad_lengths_and_hold_outs_are_refused_in_one_line(
         (["--method", "protonet", "--epochs", "2"], "--epochs applies to multiclass methods"),
         (["--synthetic", "--epochs", "2"], "--epochs on --synthetic data"),
         (
-            ["--method", "protonet", "--episodes", "2", "--validation", "held-out"],
+            ["--method", "protonet", "--steps", "2", "--validation", "held-out"],
             "--validation held-out applies to multiclass methods",
         ),
         (
-            ["--episodes", "2", "--validation", "held-out", "--batch-norm", "support"],
+            ["--steps", "2", "--validation", "held-out", "--batch-norm", "support"],
             "--validation held-out with --batch-norm support",
         ),
     ],

@@ -272,7 +272,7 @@ def test_a_learner_is_one_module(monkeypatch, tmp_path, capsys):
     assert "--toy-initial-scale" in train.build_parser().format_help()
 
     run = tmp_path / "run"
-    argv = ["--method", "toy_cosine", "--synthetic", "--episodes", "3", "--output", str(run)]
+    argv = ["--method", "toy_cosine", "--synthetic", "--steps", "3", "--output", str(run)]
     assert train.main([*argv, *TINY, "--validation-episodes", "0", "--toy-initial-scale", "0"]) == 2
     assert "--toy-initial-scale" in capsys.readouterr().err
     assert train.main([*argv, *TINY, "--validation-episodes", "0", "--toy-initial-scale", "4"]) == 0

@@ -78,14 +78,6 @@ MEANINGS: dict[str, Meaning] = {
     "--width": Meaning("the backbone's channel width multiplier", "number", r"width|channel"),
 }
 
-# Declarations whose help says their meaning but that still differ from the flag's meaning
-# elsewhere, each with why it stays for now.
-LEARNERS_LATER = {
-    ("--episodes", "learners.train"): "it counts training steps (batches for multiclass "
-    "methods), as its help says: rename it --steps, keeping --episodes as the old spelling "
-    "(the recipes' `episodes` key and learners.reproduce's recorded stage commands go with it)",
-}
-
 # Old spellings of one meaning that must not come back as a current flag of a command.
 FORMER_SPELLINGS = {"--size": "--image-size"}
 
@@ -135,21 +127,13 @@ def test_a_flag_declared_differently_has_one_meaning(flag):
         if kind != meaning.kind:
             wrong.append(f"{command}: takes a {kind}, {flag} means {meaning.meaning}")
         elif not re.search(meaning.words, text, re.IGNORECASE):
-            if (flag, command) not in LEARNERS_LATER:
-                wrong.append(f"{command}: {text!r} does not say {meaning.meaning!r}")
+            wrong.append(f"{command}: {text!r} does not say {meaning.meaning!r}")
     assert not wrong, "\n".join(wrong)
 
 
 def test_the_tables_hold_only_what_is_declared():
-    """An entry whose flag is gone (renamed, or no longer declared differently) goes too, and
-    each learners entry still describes a declaration."""
+    """An entry whose flag is gone (renamed, or no longer declared differently) goes too."""
     assert set(MEANINGS) <= set(DECLARATIONS)
-    for flag, command in LEARNERS_LATER:
-        meaning = MEANINGS[flag]
-        texts = [t for c, _, t in DECLARATIONS[flag] if c == command]
-        assert texts and not any(re.search(meaning.words, t, re.I) for t in texts), (
-            f"{flag} of {command} says its meaning now: drop it from LEARNERS_LATER"
-        )
     assert len({m.meaning for m in MEANINGS.values()}) == len(MEANINGS)  # one name per meaning
 
 

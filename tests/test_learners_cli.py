@@ -100,7 +100,7 @@ def test_a_run_refuses_changed_options(tmp_path: Path, capsys) -> None:
         "--method",
         "protonet",
         "--synthetic",
-        "--episodes",
+        "--steps",
         "2",
         "--validation-episodes",
         "0",
@@ -123,7 +123,7 @@ def trained_run(tmp_path_factory) -> Path:
             "--method",
             "protonet",
             "--synthetic",
-            "--episodes",
+            "--steps",
             "12",
             "--checkpoint-every",
             "4",
@@ -260,7 +260,7 @@ def test_bad_input_fails_with_one_clear_message(tmp_path: Path, capsys) -> None:
                 "protonet",
                 "--dataset",
                 str(missing),
-                "--episodes",
+                "--steps",
                 "1",
                 "--output",
                 str(tmp_path / "r"),
@@ -276,7 +276,7 @@ def test_bad_input_fails_with_one_clear_message(tmp_path: Path, capsys) -> None:
                 "--method",
                 "snail",
                 "--synthetic",
-                "--episodes",
+                "--steps",
                 "1",
                 "--output",
                 str(tmp_path / "r"),
@@ -370,6 +370,8 @@ def test_old_spellings_still_work_with_a_one_line_note(tmp_path: Path, capsys) -
     old += ["--validation-episodes", "0", "--out", str(run), *TINY]
     assert train_cli.main(old) == 0
     err = capsys.readouterr().err
+    assert "note: --episodes is now --steps; the old spelling goes in version 0.3.0" in err
+    assert json.loads((run / "config.json").read_text())["total_steps"] == 2
     assert "note: --out is now --output" in err
     assert "note: --dataset synthetic is now --synthetic" in err
     assert json.loads((run / "config.json").read_text())["dataset"] == "synthetic"
@@ -385,7 +387,7 @@ def test_old_spellings_still_work_with_a_one_line_note(tmp_path: Path, capsys) -
 
 
 def test_options_of_another_method_are_refused_in_one_line(tmp_path: Path, capsys) -> None:
-    args = ["--method", "protonet", "--synthetic", "--episodes", "2", "--output", str(tmp_path)]
+    args = ["--method", "protonet", "--synthetic", "--steps", "2", "--output", str(tmp_path)]
     assert train_cli.main([*args, "--relation-hidden", "16", "--inner-steps", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [

@@ -183,7 +183,7 @@ def test_every_option_is_a_flag_of_learners_train(method: str) -> None:
     """Each option of the method and the shared ones, given a non-default value on the command
     line, arrives in the saved config (relation_hidden was once unreachable)."""
     config = tiny(method)
-    argv = ["--method", method, "--synthetic", "--episodes", "1", "--output", "unused"]
+    argv = ["--method", method, "--synthetic", "--steps", "1", "--output", "unused"]
     expected = {}
     # the schedule chosen below is the first non-default one; the others' options are refused
     # with it (test_every_schedule_option_is_a_flag_of_learners_train covers them)
@@ -219,7 +219,7 @@ def test_every_option_is_a_flag_of_learners_train(method: str) -> None:
 
 @pytest.mark.parametrize("schedule", LR_SCHEDULES)
 def test_every_schedule_option_is_a_flag_of_learners_train(schedule: str) -> None:
-    argv = ["--method", "protonet", "--synthetic", "--episodes", "100", "--output", "unused"]
+    argv = ["--method", "protonet", "--synthetic", "--steps", "100", "--output", "unused"]
     argv += ["--lr-schedule", schedule]
     values = {"decay_every": 7, "decay_rate": 0.25, "cosine_cycles": 3}
     values.update(cycle_multiplier=3.0, cycle_lr_factor=0.2)  # not the defaults

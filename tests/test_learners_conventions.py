@@ -306,7 +306,7 @@ def test_schedule_horizon_is_saved_with_the_optimiser_and_survives_a_longer_resu
     saved = optimizer.state_dict()
     resumed = torch.optim.SGD(weights, lr=0.1)
     resumed.load_state_dict(saved)
-    # continued with --episodes 60: the curve stays the one of 30 steps
+    # continued with --steps 60: the curve stays the one of 30 steps
     assert apply_schedule(resumed, config, 11, total_steps=60) == pytest.approx(0.01)
     assert apply_schedule(resumed, config, 31, total_steps=60) == 0.0
 
@@ -506,7 +506,7 @@ def test_a_trained_run_evaluates_under_another_convention(tmp_path, capsys) -> N
     runs = {}
     for method in ("protonet", "maml"):
         runs[method] = tmp_path / method
-        argv = ["--method", method, "--synthetic", "--episodes", "3", "--output"]
+        argv = ["--method", method, "--synthetic", "--steps", "3", "--output"]
         assert train.main([*argv, str(runs[method]), *tiny]) == 0
     common = ["--episodes", "4", "--no-progress", "--no-hardness"]
     assert evaluate.main(["--run", str(runs["protonet"]), *common, "--batch-norm", "support"]) == 0

@@ -37,7 +37,7 @@ def folders(tmp_path_factory) -> dict[str, Path]:
             second.rename(first)
             (root / "x").rename(second)
     run = root / "run"
-    argv = ["--method", "protonet", "--dataset", str(intact), "--episodes", "2", *EPISODES]
+    argv = ["--method", "protonet", "--dataset", str(intact), "--steps", "2", *EPISODES]
     assert train_cli.main([*argv, *TINY, "--output", str(run)]) == 0
     return {"flipped": flipped, "swapped": swapped, "run": run, "root": root}
 
@@ -67,7 +67,7 @@ def test_train_on_damaged_records_ends_in_one_line(folders, tmp_path, damage, me
     shape = EPISODES if method == "protonet" else ["--batch-size", "16", *EPISODES[-2:]]
     out = tmp_path / "run"
     result = python_m(
-        "learners.train", "--method", method, "--dataset", str(folder), "--episodes", "20",
+        "learners.train", "--method", method, "--dataset", str(folder), "--steps", "20",
         *shape, *reading, *TINY, "--output", str(out),
     )  # fmt: skip
     assert _expected(damage) in _one_error_line(result, folder)

@@ -173,7 +173,7 @@ def test_multiclass_pretraining_augments_its_batches_by_default() -> None:
     from learners import train as train_cli
 
     def saved(*args: str) -> bool:
-        argv = ["--synthetic", "--episodes", "1", "--output", "unused", *args]
+        argv = ["--synthetic", "--steps", "1", "--output", "unused", *args]
         config = train_cli.run_config_from_args(train_cli.build_parser().parse_args(argv))
         return config.learner.options.pretrain_augment
 
@@ -299,5 +299,5 @@ def test_the_micro_batch_option_is_saved_and_old_runs_keep_one_batch() -> None:
     learner = build_learner(learner_config_from_dict(saved))
     assert learner.finetune_options(transductive=True).bn_micro_batch == 20
     assert MulticlassConfig.from_dict({}).finetune_bn_micro_batch == 0  # saved before it
-    with pytest.raises(ValueError, match="--finetune-bn-micro-batch -1: expected >= 0"):
+    with pytest.raises(ValueError, match="--finetune-bn-micro-batch -1: expected an integer >= 0"):
         build_learner(learner_config("transductive", image_size=28, finetune_bn_micro_batch=-1))

@@ -90,9 +90,7 @@ def test_train_shows_each_methods_inference_options_apart():
 
 def test_the_exclusive_data_flags_and_old_spellings_still_parse(capsys):
     parser = train.build_parser()
-    args = parser.parse_args(
-        ["--method", "protonet", "--synthetic", "--episodes", "1", "--out", "R"]
-    )
+    args = parser.parse_args(["--method", "protonet", "--synthetic", "--steps", "1", "--out", "R"])
     assert (args.synthetic, args.output) == (True, "R")
     assert "note: --out is now --output" in capsys.readouterr().err
     for data in ([], ["--synthetic", "--dataset", "D"]):

@@ -242,11 +242,11 @@ def test_bad_forms_are_refused_in_one_line_naming_the_flag(tmp_path, capsys) -> 
         build_optimizer([{"params": [nn.Parameter(torch.ones(1))]}], "sgd", 0.1, "sideways")
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as parse_error:  # argparse: usage, then the error line
-        main([*RUN, "--episodes", "1", "--output", str(out), "--weight-decay-form", "x"])
+        main([*RUN, "--steps", "1", "--output", str(out), "--weight-decay-form", "x"])
     assert parse_error.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--weight-decay-form: invalid choice: 'x'" in error and "'decoupled'" in error
-    argv = [*RUN, "--episodes", "1", "--output", str(out), "--label-smoothing-form", "uniform"]
+    argv = [*RUN, "--steps", "1", "--output", str(out), "--label-smoothing-form", "uniform"]
     argv[1] = "protonet"
     assert main(argv) == 2
     error = capsys.readouterr().err.strip()
@@ -275,20 +275,20 @@ def test_an_old_run_without_the_new_fields_loads_and_resumes_with_the_old_forms(
 
     run = tmp_path / "run"
     argv = [*RUN, "--output", str(run), "--optimizer", "sgd", "--weight-decay", "1e-4"]
-    assert main([*argv, "--episodes", "2"]) == 0
+    assert main([*argv, "--steps", "2"]) == 0
     path = run / "config.json"
     config = json.loads(path.read_text())
     assert config["learner"].pop("weight_decay_form") == "coupled"
     assert config["learner"]["options"].pop("label_smoothing_form") == "paper"
     path.write_text(json.dumps(config))  # as runs saved before the options wrote it
-    assert main([*argv, "--episodes", "3"]) == 0  # resumes: nothing counts as changed
+    assert main([*argv, "--steps", "3"]) == 0  # resumes: nothing counts as changed
     step = torch.load(run / "checkpoints" / "last.pt", weights_only=False)["step"]
     assert step == 3
     resumed = json.loads(path.read_text())["learner"]
     assert resumed["weight_decay_form"] == "coupled"
     assert resumed["options"]["label_smoothing_form"] == "paper"
     capsys.readouterr()
-    assert main([*argv, "--episodes", "4", "--weight-decay-form", "decoupled"]) == 2
+    assert main([*argv, "--steps", "4", "--weight-decay-form", "decoupled"]) == 2
     assert "learner.weight_decay_form 'coupled' -> 'decoupled'" in capsys.readouterr().err
 
 
@@ -297,9 +297,9 @@ def test_a_decoupled_run_resumes_bit_exactly(tmp_path) -> None:
 
     argv = [*RUN, "--optimizer", "sgd", "--weight-decay", "0.01", "--weight-decay-form"]
     argv += ["decoupled", "--label-smoothing-form", "uniform", "--checkpoint-every", "1"]
-    assert main([*argv, "--output", str(tmp_path / "a"), "--episodes", "3"]) == 0
-    assert main([*argv, "--output", str(tmp_path / "b"), "--episodes", "2"]) == 0
-    assert main([*argv, "--output", str(tmp_path / "b"), "--episodes", "3"]) == 0
+    assert main([*argv, "--output", str(tmp_path / "a"), "--steps", "3"]) == 0
+    assert main([*argv, "--output", str(tmp_path / "b"), "--steps", "2"]) == 0
+    assert main([*argv, "--output", str(tmp_path / "b"), "--steps", "3"]) == 0
     whole, resumed = (
         torch.load(tmp_path / run / "checkpoints" / "last.pt", weights_only=False)
         for run in ("a", "b")

@@ -17,7 +17,7 @@ from learners import train as train_cli
 from tests.cli_processes import TINY
 from tests.test_reader_fixtures import write_dataset
 
-STEPS = ["--episodes", "2", "--validation-episodes", "0"]
+STEPS = ["--steps", "2", "--validation-episodes", "0"]
 
 
 @pytest.fixture(scope="module")

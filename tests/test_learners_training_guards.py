@@ -91,7 +91,7 @@ def test_chance_is_ln_ways_of_an_episode_and_ln_classes_of_a_batch() -> None:
 @pytest.mark.parametrize("lr, kind", [("1e9", "chance level"), ("1e4", "times its early value")])
 def test_training_that_goes_nowhere_prints_one_warning_and_goes_on(tmp_path, capsys, lr, kind):
     out = tmp_path / "run"
-    argv = [*EPISODIC, "--episodes", "20", "--lr", lr, "--output", str(out)]
+    argv = [*EPISODIC, "--steps", "20", "--lr", lr, "--output", str(out)]
     assert train_cli.main(argv) == 0
     captured = capsys.readouterr()
     warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
@@ -104,7 +104,7 @@ def test_training_that_goes_nowhere_prints_one_warning_and_goes_on(tmp_path, cap
 
 
 def test_a_learning_run_prints_no_warning(tmp_path, capsys) -> None:
-    argv = [*EPISODIC, "--episodes", "12", "--output", str(tmp_path / "run")]
+    argv = [*EPISODIC, "--steps", "12", "--output", str(tmp_path / "run")]
     assert train_cli.main(argv) == 0
     assert "warning:" not in capsys.readouterr().err
 
@@ -153,7 +153,7 @@ def test_options_the_schedule_ignores_are_refused_naming_their_schedule() -> Non
 )
 def test_train_refuses_them_in_one_line_before_any_work(tmp_path, capsys, flags, expected):
     out = tmp_path / "run"
-    assert train_cli.main([*EPISODIC, "--episodes", "12", *flags, "--output", str(out)]) == 2
+    assert train_cli.main([*EPISODIC, "--steps", "12", *flags, "--output", str(out)]) == 2
     assert capsys.readouterr().err == expected
     assert not out.exists()
 
@@ -174,7 +174,7 @@ def test_a_recipe_s_schedule_options_give_way_to_another_schedule(tmp_path: Path
 
 
 def test_multiclass_methods_keep_their_batch_size(tmp_path: Path) -> None:
-    base = ["--method", "multiclass", "--synthetic", *TINY, "--episodes", "2"]
+    base = ["--method", "multiclass", "--synthetic", *TINY, "--steps", "2"]
     _, config = train_cli._parsed_args([*base, "--output", str(tmp_path / "a")], SINGLE_PROCESS)
     assert config.batch_size == train_cli.BATCH_SIZE == 64
     argv = [*base, "--batch-size", "8", "--output", str(tmp_path / "b")]

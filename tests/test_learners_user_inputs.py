@@ -37,7 +37,7 @@ def trained(tmp_path_factory) -> dict[str, Path]:
         split = {"train": rest[:4], "valid": rest[4:], "test": test}
         (root / folder / "split.json").write_text(json.dumps(split))
     run = root / "run"
-    argv = ["--method", "protonet", "--dataset", str(spec.root), "--episodes", "2", *EPISODES]
+    argv = ["--method", "protonet", "--dataset", str(spec.root), "--steps", "2", *EPISODES]
     assert train_cli.main([*argv, *TINY, "--output", str(run)]) == 0
     return {"root": root, "run": run, "dataset": spec.root}
 
@@ -92,7 +92,7 @@ def test_episode_flags_with_episode_shards_are_refused(trained, tmp_path, capsys
 
 
 def test_no_note_about_a_missing_split_file(trained, tmp_path, capsys) -> None:
-    argv = ["--method", "protonet", "--dataset", str(trained["dataset"]), "--episodes", "1"]
+    argv = ["--method", "protonet", "--dataset", str(trained["dataset"]), "--steps", "1"]
     assert train_cli.main([*argv, *EPISODES, *TINY, "--output", str(tmp_path / "r")]) == 0
     assert "no --split-file" not in capsys.readouterr().err
 
@@ -174,18 +174,32 @@ def test_a_recipe_value_of_the_wrong_type_names_file_and_key(
 ):
     path = _recipe(tmp_path / "mine.toml", key, value)
     out = tmp_path / "run"
-    argv = ["--recipe", str(path), "--synthetic", "--episodes", "1", *TINY, "--output", str(out)]
+    argv = ["--recipe", str(path), "--synthetic", "--steps", "1", *TINY, "--output", str(out)]
     assert train_cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}: [options.{key}] {expected}") and err.count("\n") == 1
     assert not out.exists()
 
 
+def test_a_recipe_of_the_length_under_its_old_key_still_runs(tmp_path, capsys) -> None:
+    """`[options.episodes]` (learners.train's --episodes, now --steps) loads as `steps` with a
+    note, and a length given on the command line is recorded as overriding it."""
+    path = _recipe(tmp_path / "old.toml", "episodes", "3")
+    assert load_recipe(str(path)).values == {"method": "protonet", "steps": 3}
+    assert "[options.episodes] is now [options.steps]" in capsys.readouterr().err
+    out = tmp_path / "run"
+    argv = ["--recipe", str(path), "--synthetic", "--episodes", "1", *EPISODES, *TINY]
+    assert train_cli.main([*argv, "--validation-episodes", "0", "--output", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["total_steps"] == 1
+    assert config["extra"]["recipe_overrides"] == {"steps": {"recipe": 3, "given": 1}}
+
+
 def test_a_recipe_file_of_ones_own_runs_and_is_documented(tmp_path, capsys) -> None:
     path = _recipe(tmp_path / "mine.toml", "lr", "0.002")
     assert load_recipe(str(path)).values == {"method": "protonet", "lr": 0.002}
     out = tmp_path / "run"
-    argv = ["--recipe", str(path), "--synthetic", "--episodes", "1", *EPISODES, *TINY]
+    argv = ["--recipe", str(path), "--synthetic", "--steps", "1", *EPISODES, *TINY]
     assert train_cli.main([*argv, "--output", str(out)]) == 0
     config = json.loads((out / "config.json").read_text())
     assert config["learner"]["lr"] == 0.002 and config["extra"]["recipe"] == str(path)
@@ -212,6 +226,6 @@ def test_a_damaged_run_config_is_one_line_naming_it(trained, tmp_path, capsys, t
     assert evaluate_cli.main(["--run", str(run), "--episodes", "2", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {config}: {expected}") and err.count("\n") == 1
-    argv = ["--method", "protonet", "--dataset", str(trained["dataset"]), "--episodes", "3"]
+    argv = ["--method", "protonet", "--dataset", str(trained["dataset"]), "--steps", "3"]
     assert train_cli.main([*argv, *EPISODES, *TINY, "--output", str(run)]) == 2  # resuming it
     assert capsys.readouterr().err.startswith(f"error: {config}: {expected}")

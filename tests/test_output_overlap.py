@@ -232,7 +232,7 @@ def _tiny_run(root: Path) -> Path:
             "protonet",
             "--dataset",
             str(dataset),
-            "--episodes",
+            "--steps",
             "1",
             "--ways",
             "2",
@@ -311,7 +311,7 @@ def test_train_refuses_a_run_folder_inside_its_dataset(tmp_path, capsys):
     from learners import train
 
     dataset = _dataset(tmp_path)
-    argv = ["--method", "protonet", "--dataset", str(dataset), "--episodes", "1"]
+    argv = ["--method", "protonet", "--dataset", str(dataset), "--steps", "1"]
     before = _tree(dataset)
     status = train.main([*argv, "--output", str(dataset / "run"), *TINY])
     err = capsys.readouterr().err.strip()

@@ -188,10 +188,13 @@ def test_the_default_is_the_linear_layer_of_runs_saved_before() -> None:
 
 
 def test_bad_values_are_refused_in_one_line(tmp_path: Path, capsys) -> None:
-    args = ["--method", "knn", "--synthetic", "--episodes", "2", "--output", str(tmp_path / "r")]
+    args = ["--method", "knn", "--synthetic", "--steps", "2", "--output", str(tmp_path / "r")]
     bad_scale = ["--pretrain-head", "cosine", "--pretrain-cosine-scale", "0"]
     assert train_cli.main([*args, *TINY, *bad_scale]) == 2
-    assert capsys.readouterr().err.strip() == "error: --pretrain-cosine-scale 0.0: expected > 0"
+    assert (
+        capsys.readouterr().err.strip()
+        == "error: --pretrain-cosine-scale 0.0: expected a number > 0"
+    )
     with pytest.raises(SystemExit):  # argparse's choices
         train_cli.main([*args, *TINY, "--pretrain-head", "arcface"])
     assert "argument --pretrain-head: invalid choice: 'arcface'" in capsys.readouterr().err
@@ -202,7 +205,7 @@ def test_a_recipes_head_can_be_overridden_alone(tmp_path: Path) -> None:
     run = tmp_path / "run"
     argv = ["--recipe", "meta_dataset/pretrain_wide_resnet", "--synthetic", "--output", str(run)]
     argv += TINY
-    argv += ["--episodes", "2", "--validation-episodes", "0", "--batch-size", "8"]
+    argv += ["--steps", "2", "--validation-episodes", "0", "--batch-size", "8"]
     assert train_cli.main([*argv, "--pretrain-head", "linear"]) == 0
     config = json.loads((run / "config.json").read_text())
     assert config["learner"]["options"]["pretrain_head"] == "linear"
@@ -221,7 +224,7 @@ OTHER_METHODS = [m for m in method_names() if m not in methods_sharing(Multiclas
 def test_other_methods_refuse_the_head_options_in_one_line(method, tmp_path, capsys) -> None:
     owners = ", ".join(methods_sharing(MulticlassConfig))
     run = tmp_path / "run"
-    args = ["--method", method, "--synthetic", "--episodes", "2", "--output", str(run)]
+    args = ["--method", method, "--synthetic", "--steps", "2", "--output", str(run)]
     assert train_cli.main([*args, "--pretrain-head", "cosine", "--pretrain-weight-norm"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: --pretrain-head (options of {owners}) and --pretrain-weight-norm (options of "
@@ -258,7 +261,7 @@ def test_an_old_run_without_the_options_resumes_with_the_linear_head(tmp_path: P
 @pytest.fixture(scope="module")
 def cosine_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("runs") / "knn"
-    argv = ["--method", "knn", "--synthetic", "--episodes", "6", "--checkpoint-every", "3"]
+    argv = ["--method", "knn", "--synthetic", "--steps", "6", "--checkpoint-every", "3"]
     argv += ["--validation-episodes", "1", "--batch-size", "16", "--output", str(run), *TINY]
     argv += ["--pretrain-head", "cosine", "--pretrain-weight-norm", "--pretrain-cosine-scale", "1"]
     argv += ["--no-pretrain-augment", "--mixup-alpha", "0", "--label-smoothing", "0"]
@@ -313,7 +316,7 @@ def test_two_ranks_initialise_the_head_as_one_process(tmp_path: Path) -> None:
     """torchrun, 2 ranks x 1 batch against one process with --meta-batch 2: g is set from
     rank 0's first batch (the first batch of the one process) and broadcast, so the weights and
     losses are those of one process."""
-    common = ["--method", "multiclass", *RANK_TINY, "--batch-size", "8", "--episodes", "4"]
+    common = ["--method", "multiclass", *RANK_TINY, "--batch-size", "8", "--steps", "4"]
     common += ["--checkpoint-every", "4", "--pretrain-head", "cosine", "--pretrain-weight-norm"]
     one, two = tmp_path / "one", tmp_path / "two"
     train_one_process([*common, "--meta-batch", "2", "--output", str(one)])

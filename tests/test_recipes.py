@@ -12,7 +12,7 @@ from learners.methods.registry import is_episodic
 from learners.train import main
 from learners.training.recipe_files import load_recipe, recipe_listing, recipe_names
 
-TINY = ["--backbone", "cnn4", "--image-size", "28", "--width", "0.25", "--episodes", "2"]
+TINY = ["--backbone", "cnn4", "--image-size", "28", "--width", "0.25", "--steps", "2"]
 TINY += ["--validation-episodes", "0", "--no-progress", "--device", "cpu"]
 TINY += ["--ways", "3", "--shots", "1", "--query", "2"]
 SMALL_BATCH = ["--batch-size", "8"]  # multiclass recipes only: episodic methods refuse it
@@ -72,7 +72,7 @@ def test_each_recipe_trains_a_few_steps_and_is_recorded(name: str, tmp_path) -> 
             assert learner["options"][key] == value, key
     if fewer:
         assert overrides["inner_steps"] == {"recipe": recipe.values["inner_steps"], "given": 1}
-    if "epochs" in recipe.values:  # TINY's --episodes replaces the recipe's length
+    if "epochs" in recipe.values:  # TINY's --steps replaces the recipe's length
         assert overrides["epochs"] == {"recipe": recipe.values["epochs"], "given": None}
         assert config["epochs"] is None and config["total_steps"] == 2
     if "backbone" in recipe.values:
@@ -98,7 +98,7 @@ def test_a_learner_recipe_starts_from_its_pretraining_recipes_best_checkpoint(
     small += ["--ways", "3", "--shots", "1", "--query", "2", "--validation-dataset", "all"]
     run = tmp_path / "pretrain"
     argv = ["--recipe", pretrain, "--synthetic", "--output", str(run), *small]
-    argv += ["--episodes", "4", "--checkpoint-every", "1", "--validation-episodes", "2"]
+    argv += ["--steps", "4", "--checkpoint-every", "1", "--validation-episodes", "2"]
     assert main([*argv, "--batch-size", "8"]) == 0
     rows = (run / "validation.csv").read_text().splitlines()[1:]
     accuracy = {int(r.split(",")[0]): float(r.split(",")[1]) for r in rows}
@@ -106,7 +106,7 @@ def test_a_learner_recipe_starts_from_its_pretraining_recipes_best_checkpoint(
     best = run / "checkpoints" / "best.pt"
     started = tmp_path / "learner"
     argv = ["--recipe", learner, "--synthetic", "--output", str(started), *small]
-    argv += ["--episodes", "1", "--validation-episodes", "0", "--init-from", str(run)]
+    argv += ["--steps", "1", "--validation-episodes", "0", "--init-from", str(run)]
     assert main(argv) == 0  # the run folder: its best checkpoint, since it validated
     record = json.loads((started / "init_from.json").read_text())
     assert record["checkpoint"] == str(best.resolve()) and record["step"] == best_step

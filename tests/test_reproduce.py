@@ -204,7 +204,7 @@ def test_a_stage_recorded_with_another_command_is_refused_before_any_work(
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ")
     assert "pretrain-resnet18-omniglot was run with another command" in err
-    assert "recorded `--episodes 6`" in err
+    assert "recorded `--steps 6`" in err
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before
 
 
@@ -304,7 +304,7 @@ def test_dry_run_prints_every_stage_and_writes_nothing(data, tmp_path, capsys):
     relation = commands[4]
     assert "--recipe meta_dataset/relation" in relation
     assert f"--init-from {out}/pretrain-convnet-omniglot/run/checkpoints/best.pt" in relation
-    assert "--episodes" not in relation and "--width" not in relation  # full scale: the recipe's
+    assert "--steps" not in relation and "--width" not in relation  # full scale: the recipe's
     assert printed.count("not run: no converted ") == 18  # 9 sources x 2 methods
     assert "deviation: --train-source omniglot" in printed
 
@@ -323,9 +323,7 @@ def test_atg_full_scale_evaluates_train_valid_and_test_of_every_divergence(data,
     trainings = re.findall(r"^      python -m learners.train (.*)$", printed, re.M)
     # 200 epochs of batches of 64 over the train classes (72 - 2 x floor(0.2 x 72) = 44 of 6)
     per_epoch = math.ceil(44 * 6 / 64)
-    assert all(
-        f"--episodes {200 * per_epoch} --checkpoint-every {per_epoch} " in t for t in trainings
-    )
+    assert all(f"--steps {200 * per_epoch} --checkpoint-every {per_epoch} " in t for t in trainings)
 
 
 def test_dhillon_full_scale_pretrains_the_papers_epochs_whatever_the_copy(data, tmp_path, capsys):
@@ -339,10 +337,10 @@ def test_dhillon_full_scale_pretrains_the_papers_epochs_whatever_the_copy(data, 
     trainings = re.findall(r"^      python -m learners.train (.*)$", printed, re.M)
     assert len(trainings) == 2
     split = "episodes/records/published/mini_imagenet/ilsvrc_2012.json"
-    assert f"{split} --image-size 84 --episodes 18000 --checkpoint-every 150 " in trainings[0]
+    assert f"{split} --image-size 84 --steps 18000 --checkpoint-every 150 " in trainings[0]
     assert "--validation-episodes 100 --ways 5 --shots 1 --query 15 " in trainings[0]
     merged = f"{tmp_path}/out/split-mini_imagenet-train-val/split.json"
-    assert f"{merged} --image-size 84 --episodes 22440 --checkpoint-every 187 " in trainings[1]
+    assert f"{merged} --image-size 84 --steps 22440 --checkpoint-every 187 " in trainings[1]
     assert "--validation-episodes 0 " in trainings[1]
     evaluations = re.findall(r"^      python -m learners.evaluate (.*)$", printed, re.M)
     assert len(evaluations) == 4 and all("--episodes 1000 " in e for e in evaluations)
@@ -446,12 +444,17 @@ def test_the_best_step_is_the_first_of_the_highest():
 
 
 def test_commands_compare_without_the_device():
-    planned = ("learners.train", "--episodes", "6", "--device", "cuda", "--output", "o")
+    planned = ("learners.train", "--steps", "6", "--device", "cuda", "--output", "o")
     assert comparable(planned) == comparable(
-        ("learners.train", "--episodes", "6", "--device", "cpu", "--output", "o")
+        ("learners.train", "--steps", "6", "--device", "cpu", "--output", "o")
     )
-    recorded = ("learners.train", "--episodes", "6", "--output", "o")
-    assert first_difference(recorded, ("learners.train", "--episodes", "9", "--output", "o")) == (
+    # a plan recorded before learners.train's --episodes became --steps goes on, not over
+    before = ("learners.train", "--episodes", "6", "--device", "cuda", "--output", "o")
+    assert comparable(before) == comparable(planned)
+    evaluation = ("learners.evaluate", "--episodes", "6")  # evaluation's --episodes stays
+    assert comparable(evaluation) == evaluation
+    recorded = ("learners.train", "--steps", "6", "--output", "o")
+    assert first_difference(recorded, ("learners.train", "--steps", "9", "--output", "o")) == (
         "recorded `6 --output`, planned `9 --output`"
     )
 

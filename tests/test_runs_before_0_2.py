@@ -37,7 +37,7 @@ torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "tests" / "runs_before_0_2"
 PINNED = platform.machine() == "x86_64"  # make demo's pinned code path (DEMO_ENV) exists
-# The flags the runs were made with (tests/runs_before_0_2/README.md), without --episodes.
+# The flags the runs were made with (tests/runs_before_0_2/README.md), without --steps.
 COMMON = [
     "--synthetic",
     "--checkpoint-every",
@@ -106,7 +106,7 @@ def _train(flags: list[str], output: Path, episodes: int) -> None:
     env = {k: v for k, v in os.environ.items() if k not in MACHINE_KNOBS}
     env.update(demo_env() if PINNED else {})
     env["PYTHONPATH"] = str(REPO)
-    command = [sys.executable, "-m", "learners.train", *flags, "--episodes", str(episodes)]
+    command = [sys.executable, "-m", "learners.train", *flags, "--steps", str(episodes)]
     done = subprocess.run(
         [*command, "--output", str(output)],
         env=env,
@@ -213,7 +213,7 @@ def test_a_run_written_before_the_move_evaluates_and_loads_as_a_model(tmp_path):
 def test_a_new_run_starts_from_a_run_written_before_the_move(tmp_path):
     source = _copy("multiclass", tmp_path)
     run = tmp_path / "started"
-    argv = [*FLAGS["protonet"], "--episodes", "1", "--output", str(run)]
+    argv = [*FLAGS["protonet"], "--steps", "1", "--output", str(run)]
     assert train_cli.main([*argv, "--init-from", str(source)]) == 0
     record = json.loads((run / "init_from.json").read_text())
     assert record["step"] == 2

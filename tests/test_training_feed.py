@@ -421,7 +421,7 @@ def test_new_options_are_saved_and_only_result_changing_ones_block_a_resume(
     tmp_path, capsys
 ) -> None:
     out = tmp_path / "run"
-    args = [*TINY, "--episodes", "2", "--output", str(out), "--amp", "bf16", "--channels-last"]
+    args = [*TINY, "--steps", "2", "--output", str(out), "--amp", "bf16", "--channels-last"]
     assert train_cli.main([*args, "--loader-workers", "1", "--keep-snapshots", "3"]) == 0
     saved = json.loads((out / CONFIG).read_text())
     assert (saved["amp"], saved["channels_last"]) == ("bf16", True)
@@ -436,14 +436,14 @@ def test_new_options_are_saved_and_only_result_changing_ones_block_a_resume(
     assert "different options (amp 'bf16' -> 'fp16')" in capsys.readouterr().err
     assert train_cli.main([*args[:-1]]) == 2
     assert "different options (channels_last True -> False)" in capsys.readouterr().err
-    more = [a if a != "2" or i != args.index("--episodes") + 1 else "3" for i, a in enumerate(args)]
+    more = [a if a != "2" or i != args.index("--steps") + 1 else "3" for i, a in enumerate(args)]
     assert train_cli.main([*more, "--keep-snapshots", "1"]) == 0  # loading/storage may change
     assert [s for s, _ in list_snapshots(out)] == [3]
 
 
 def test_a_run_written_before_these_options_resumes(tmp_path) -> None:
     out = tmp_path / "run"
-    assert train_cli.main([*TINY, "--episodes", "2", "--output", str(out)]) == 0
+    assert train_cli.main([*TINY, "--steps", "2", "--output", str(out)]) == 0
     saved = json.loads((out / CONFIG).read_text())
     for key in (
         *("loader_workers", "decode_processes", "keep_snapshots", "amp", "channels_last"),
@@ -451,7 +451,7 @@ def test_a_run_written_before_these_options_resumes(tmp_path) -> None:
     ):
         del saved[key]
     (out / CONFIG).write_text(json.dumps(saved))
-    assert train_cli.main([*TINY, "--episodes", "3", "--output", str(out)]) == 0
+    assert train_cli.main([*TINY, "--steps", "3", "--output", str(out)]) == 0
     assert torch.load(out / "checkpoints" / "last.pt", weights_only=True)["step"] == 3
 
 
@@ -466,7 +466,7 @@ def test_a_run_written_before_these_options_resumes(tmp_path) -> None:
 )
 def test_impossible_loading_options_fail_with_one_line(extra, message, tmp_path, capsys):
     out = tmp_path / "run"
-    assert train_cli.main([*TINY, "--episodes", "2", "--output", str(out), *extra]) == 2
+    assert train_cli.main([*TINY, "--steps", "2", "--output", str(out), *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not out.exists()  # refused before anything was written
@@ -491,7 +491,7 @@ def test_gpu_decoding_is_refused_in_one_line_before_any_work(
     out = tmp_path / "run"
     data = [] if "--synthetic" in extra else ["--dataset", str(jpeg_dataset)]
     argv = [*TINY[:-5], "--validation-episodes", "0", "--method", "protonet", *data, *extra]
-    argv += ["--episodes", "2", "--output", str(out), "--decode-device", "cuda"]
+    argv += ["--steps", "2", "--output", str(out), "--decode-device", "cuda"]
     assert train_cli.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
@@ -598,7 +598,7 @@ def test_ctrl_c_stops_every_process_and_frees_shared_memory(loading, jpeg_datase
     command = [
         *(sys.executable, "-m", "learners.train", *TINY[:-6]),
         *("--method", "protonet", "--dataset", str(jpeg_dataset), "--validation-episodes", "0"),
-        *("--episodes", "100000", "--checkpoint-every", "1", "--output", str(out), *loading),
+        *("--steps", "100000", "--checkpoint-every", "1", "--output", str(out), *loading),
     ]
     process = subprocess.Popen(
         command,
@@ -653,7 +653,7 @@ def test_device_auto_picks_loader_workers_on_cuda_and_keeps_the_cpu_default() ->
 
 def test_train_cli_on_cpu_reads_in_the_training_process_and_says_nothing(tmp_path, capsys):
     out = tmp_path / "run"
-    argv = ["--method", "protonet", "--synthetic", "--episodes", "2", "--device", "cpu"]
+    argv = ["--method", "protonet", "--synthetic", "--steps", "2", "--device", "cpu"]
     args = train_cli.build_parser().parse_args([*argv, "--output", str(out)])
     config = train_cli.run_config_from_args(args)
     assert (config.loader_workers, config.decode_processes) == (0, 0)

@@ -44,9 +44,11 @@ def test_size_options_are_bounded_by_the_image_size_limit(toy: Path, tmp_path: P
     )
     assert not (tmp_path / "out").exists()  # refused before anything was made
     run = tmp_path / "run"
-    args = ["--method", "protonet", "--synthetic", "--episodes", "2", "--output", str(run)]
+    args = ["--method", "protonet", "--synthetic", "--steps", "2", "--output", str(run)]
     assert train_cli.main([*args, "--image-size", huge]) == 2
-    assert capsys.readouterr().err == f"error: --image-size {huge}: expected <= 13377\n"
+    assert (
+        capsys.readouterr().err == f"error: --image-size {huge}: expected an integer in 1..13377\n"
+    )
     read = python_m("episodes.read", "--dataset", str(toy), "--split", "train",
                     "--image-size", huge)  # fmt: skip
     assert read.returncode == 2 and read.stderr.startswith(f"error: image_size={huge}: expected")
@@ -58,7 +60,7 @@ def test_devices_the_toolkit_does_not_run_on_are_refused_in_one_line(
     tmp_path: Path, capsys, device: str
 ) -> None:
     run = tmp_path / "run"
-    args = ["--method", "protonet", "--synthetic", "--episodes", "2", "--output", str(run)]
+    args = ["--method", "protonet", "--synthetic", "--steps", "2", "--output", str(run)]
     assert train_cli.main([*args, *TINY, "--device", device]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: --device {device!r}: ") and len(err.splitlines()) == 1

@@ -89,7 +89,7 @@ def one_line(result: subprocess.CompletedProcess, path: Path) -> None:
 @pytest.mark.parametrize("small_disk", [200_000], indirect=True)
 def test_a_full_disk_while_saving_a_checkpoint(small_disk: SmallDisk) -> None:
     run = small_disk.folder / "run"
-    args = ["--method", "protonet", "--synthetic", "--episodes", "8", "--checkpoint-every", "2"]
+    args = ["--method", "protonet", "--synthetic", "--steps", "8", "--checkpoint-every", "2"]
     args += ["--validation-episodes", "0", "--output", str(run), *TINY]
     result = small_disk.run("learners.train", *args)
     saved = sorted(p.name for p in (run / "checkpoints").iterdir())
@@ -108,7 +108,7 @@ def test_a_full_disk_leaves_no_evaluation_folder_and_no_picture(
     small_disk: SmallDisk, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    assert train_cli.main(["--method", "protonet", "--synthetic", "--episodes", "2",
+    assert train_cli.main(["--method", "protonet", "--synthetic", "--steps", "2",
                            "--validation-episodes", "0", "--output", str(run), *TINY]) == 0  # fmt: skip
     before = small_disk.everything()
     out = small_disk.folder / "eval"
@@ -166,7 +166,7 @@ def test_a_full_disk_while_caching_or_embedding_leaves_no_folder(
     assert small_disk.everything() == []  # not even the toy/ folder made for it
     model = tmp_path / "model"
     made = [
-        "--method", "multiclass", "--dataset", str(dataset), "--episodes", "1", "--batch-size",
+        "--method", "multiclass", "--dataset", str(dataset), "--steps", "1", "--batch-size",
         "8", "--validation-episodes", "0", "--output", str(model), *TINY,
     ]  # fmt: skip
     assert train_cli.main(made) == 0

@@ -163,7 +163,7 @@ def test_sigterm_then_kill_9_of_a_beam_job_leave_nothing_after_the_next_run(name
 
 def _train_args(dataset: Path, run: Path, episodes: int) -> list[str]:
     return [
-        "--method", "protonet", "--dataset", str(dataset), "--episodes", str(episodes),
+        "--method", "protonet", "--dataset", str(dataset), "--steps", str(episodes),
         "--checkpoint-every", "2", "--validation-episodes", "0", "--loader-workers", "2",
         "--ways", "5", "--shots", "1", "--query", "2", "--output", str(run), *TINY,
     ]  # fmt: skip

@@ -213,7 +213,7 @@ def test_kill_9_of_the_reader_leaves_its_decode_processes_silent(small_dataset: 
 def _train(dataset: Path, run: Path, episodes: int) -> list[str]:
     return [
         sys.executable, "-m", "learners.train", "--method", "protonet", "--dataset",
-        str(dataset), "--episodes", str(episodes), "--checkpoint-every", "2",
+        str(dataset), "--steps", str(episodes), "--checkpoint-every", "2",
         "--validation-episodes", "0", "--decode-processes", "2", "--ways", "5", "--shots",
         "1", "--query", "2", "--output", str(run), *TINY,
     ]  # fmt: skip

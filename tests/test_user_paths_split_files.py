@@ -154,7 +154,7 @@ def test_evaluate_honours_records_or_refuses_a_split_file(toy, tmp_path: Path, c
     spec, aligned, mixed = toy
     run = tmp_path / "run"
     assert train_cli.main([
-        "--method", "protonet", "--dataset", str(spec.root), "--episodes", "2",
+        "--method", "protonet", "--dataset", str(spec.root), "--steps", "2",
         "--checkpoint-every", "2", "--validation-episodes", "0", "--output", str(run), *TINY,
     ]) == 0  # fmt: skip
     common = ["--run", str(run), "--episodes", "4", "--no-hardness", "--no-progress"]

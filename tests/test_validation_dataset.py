@@ -28,7 +28,7 @@ torch.set_num_threads(1)
 
 SHAPE = ["--ways", "3", "--shots", "1", "--query", "2", "--image-size", "28"]
 TINY = ["--method", "protonet", "--backbone", "cnn4", "--width", "0.25", *SHAPE]
-TINY += ["--episodes", "2", "--checkpoint-every", "2", "--no-progress", "--device", "cpu"]
+TINY += ["--steps", "2", "--checkpoint-every", "2", "--no-progress", "--device", "cpu"]
 
 
 @pytest.fixture

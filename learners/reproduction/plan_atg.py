@@ -246,7 +246,7 @@ def _taskset(
             flags=[
                 *_flag_pairs(dataset.backbone),
                 ("--image-size", str(dataset.image_size)),
-                ("--episodes", str(EPOCHS * per_epoch)),
+                ("--steps", str(EPOCHS * per_epoch)),
                 ("--checkpoint-every", str(per_epoch)),
                 ("--validation-episodes", str(VALIDATION_EPISODES)),
                 *episodes,

@@ -188,7 +188,7 @@ def _pretraining(
         split_file = str(Path(merge.command[merge.command.index("--output") + 1]))
     facts = request.sources.get(source) if request.train_source else None
     total, per_epoch = steps(_train_images(benchmark, setting, facts))
-    flags = [("--image-size", str(benchmark.image_size)), ("--episodes", str(total))]
+    flags = [("--image-size", str(benchmark.image_size)), ("--steps", str(total))]
     if validated:
         flags += [
             ("--checkpoint-every", str(per_epoch)),

@@ -23,7 +23,7 @@ SCALES = (FULL, TINY)
 
 # --scale tiny: a few steps and episodes of everything (flag -> value, replacing the plan's).
 TINY_TRAINING = {
-    "--episodes": "6",
+    "--steps": "6",
     "--checkpoint-every": "3",
     "--validation-episodes": "3",
     "--image-size": "28",

@@ -41,8 +41,16 @@ class Stage:
         return f"python -m {shlex.join(self.command)}"
 
 
+# Flags renamed since a plan may have been recorded (module -> old -> new): a recorded command
+# with the old spelling compares equal to the planned one (its run goes on, not over again).
+RENAMED_FLAGS = {"learners.train": {"--episodes": "--steps"}}
+
+
 def comparable(command: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """`command` without the ENVIRONMENT_FLAGS and their values."""
+    """`command` without the ENVIRONMENT_FLAGS and their values, old spellings of RENAMED_FLAGS
+    in their current form."""
+    renamed = RENAMED_FLAGS.get(command[0], {}) if command else {}
+    command = [renamed.get(token, token) for token in command]
     kept: list[str] = []
     skip = False
     for token in command:
@@ -57,7 +65,7 @@ def comparable(command: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 
 
 def first_difference(recorded: tuple[str, ...], planned: tuple[str, ...]) -> str:
-    """Where two commands part, in words: 'recorded `--episodes 6`, planned `--episodes 75000`'."""
+    """Where two commands part, in words: 'recorded `--steps 6`, planned `--steps 75000`'."""
     for index, (old, new) in enumerate(zip(recorded, planned)):
         if old != new:
             return (

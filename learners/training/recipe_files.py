@@ -11,14 +11,18 @@ run's config.json (`extra`).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from episodes.util.cli_style import OLD_SPELLINGS_UNTIL
 from learners import LearnerConfigError
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
+# Recipe keys of renamed flags (old -> new): a user's recipe with the old key still loads.
+RENAMED_KEYS = {"episodes": "steps"}
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,13 @@ def load_recipe(name: str) -> Recipe:
     for key, entry in data.get("options", {}).items():
         if not isinstance(entry, dict) or "value" not in entry or "source" not in entry:
             raise LearnerConfigError(f"{path}: [options.{key}] needs a value and its source")
+        if key in RENAMED_KEYS:  # a user's recipe written before the flag's rename
+            print(
+                f"note: {path}: [options.{key}] is now [options.{RENAMED_KEYS[key]}]; the old "
+                f"key goes in {OLD_SPELLINGS_UNTIL}",
+                file=sys.stderr,
+            )
+            key = RENAMED_KEYS[key]
         values[key], sources[key] = entry["value"], str(entry["source"])
     for field in ("description", "reference"):
         if not isinstance(data.get(field), str):
@@ -139,8 +150,10 @@ def flag_text(key: str, value: Any) -> str:
     return f"--{flag} {value}"
 
 
-def _given(action: argparse.Action, argv: Sequence[str]) -> bool:
+def _given(action: argparse.Action, argv: Sequence[str], renamed: dict[str, str]) -> bool:
+    """Whether `argv` gives `action`'s flag (or `--no-` form, or an old spelling of it)."""
     flags = list(action.option_strings)
+    flags += [old for old, new in renamed.items() if new in action.option_strings]
     flags += [f"--no-{f[2:]}" for f in action.option_strings if f.startswith("--")]
     return any(arg in flags or arg.split("=", 1)[0] in flags for arg in argv)
 
@@ -169,7 +182,7 @@ def apply_recipe(
                 f"recipe {recipe.name}: --{key} {value} is not one of its choices"
             )
         action.required = False
-        if _given(action, argv):
+        if _given(action, argv, getattr(parser, "renamed", {})):
             overridden[key] = value
     parser.set_defaults(**recipe.values)
     return recipe, overridden

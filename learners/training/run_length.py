@@ -1,4 +1,4 @@
-"""How long a training run is: `--episodes` steps, or (multiclass) `--epochs` passes over the
+"""How long a training run is: `--steps` steps, or (multiclass) `--epochs` passes over the
 training images, with the cosine cycles' lengths in epochs (`--cosine-cycle-epochs 40 80`).
 
 An epoch is floor(training images / images per step) steps, at least one: the images of the
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from episodes.util.cli_errors import UserError
 
-DEFAULT_CHECKPOINT_EVERY = 1000  # steps between snapshots of a run given in --episodes
+DEFAULT_CHECKPOINT_EVERY = 1000  # steps between snapshots of a run given in --steps
 RUN_LENGTH_KEY = "run_length"  # config.json `extra` key, written for a run in epochs only
 
 
@@ -58,10 +58,10 @@ def check_length_flags(
     RunLengthError in one line otherwise."""
     if episodes is not None and epochs is not None:
         raise RunLengthError(
-            f"--epochs {epochs} and --episodes {episodes}: a run has one length; give one of them"
+            f"--epochs {epochs} and --steps {episodes}: a run has one length; give one of them"
         )
     if episodes is None and epochs is None:
-        raise RunLengthError("the run's length is missing: give --episodes N (steps) or --epochs N")
+        raise RunLengthError("the run's length is missing: give --steps N or --epochs N")
     if epochs is not None and epochs < 1:
         raise RunLengthError(f"--epochs {epochs}: expected >= 1")
     if cycle_epochs:
@@ -80,12 +80,12 @@ def check_length_source(epochs: int | None, method: str, episodic: bool, synthet
     if epochs is not None and episodic:
         raise RunLengthError(
             f"--epochs applies to multiclass methods (passes over the training images); "
-            f"{method} trains on episodes: give --episodes"
+            f"{method} trains on episodes: give --steps"
         )
     if epochs is not None and synthetic:
         raise RunLengthError(
             "--epochs on --synthetic data: the generated images have no fixed number to pass "
-            "over; give --episodes"
+            "over; give --steps"
         )
 
 
