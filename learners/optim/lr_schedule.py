@@ -14,7 +14,7 @@
 
 The cosine schedule needs its length (the run's total steps when training started); it is kept
 in the optimiser's parameter groups (`schedule_horizon`), so it is saved in every checkpoint
-and a resumed run, even one continued with a larger --episodes, follows the same curve.
+and a resumed run, even one continued with a larger --steps, follows the same curve.
 """
 
 from __future__ import annotations
