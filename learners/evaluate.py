@@ -88,6 +88,22 @@ from learners.training.distributed import (
 from learners.training.run_dir import RunConfig, load_run_learner, read_run_config
 from learners.training.training_loop import BEST, CHECKPOINTS, list_snapshots
 
+__all__ = [
+    "build_parser",
+    "DEFAULT_EPISODES",
+    "EPISODE_FLAGS",
+    "evaluate_run",
+    "evaluation_option_names",
+    "evaluation_settings",
+    "FINETUNE_INFERENCES",
+    "FINETUNE_OPTIONS",
+    "main",
+    "SETTINGS_OPTIONS",
+    "SNAPSHOT_FIELDS",
+    "split_divergence",
+    "summarize_records",
+]
+
 SNAPSHOT_FIELDS = ("step", "accuracy", "std", "ci95", "n")
 DEFAULT_EPISODES = 600
 FINETUNE_INFERENCES = ("finetune", "transductive")

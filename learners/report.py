@@ -53,6 +53,31 @@ from learners.evaluation.metrics import (
 from learners.training.run_dir import RESUMABLE_CHANGES
 from learners.training.training_loop import VALIDATION_LOG
 
+__all__ = [
+    "base_novel",
+    "build_parser",
+    "column_labels",
+    "divergence",
+    "Evaluation",
+    "format_rank_table",
+    "load_evaluation",
+    "main",
+    "plot_hardness",
+    "rank_table",
+    "ReportInputError",
+    "run",
+    "seed_group_key",
+    "seed_groups",
+    "seed_summary",
+    "SEEDS_FOOTNOTE",
+    "seeds_report",
+    "SeedSummary",
+    "series_name",
+    "snapshot_kendall",
+    "training_seed",
+    "ways_shots",
+]
+
 
 class ReportInputError(UserError, ValueError):
     """Evaluation folders or run files a report cannot be made from (the message names them)."""

@@ -43,6 +43,16 @@ from learners.reproduction.stage_runner import (
 )
 from learners.reproduction.stages import comparable
 
+__all__ = [
+    "build_parser",
+    "INTERRUPTED",
+    "LOCK",
+    "main",
+    "make_request",
+    "plan_list",
+    "print_dry_run",
+]
+
 LOCK = ".reproduce.lock"  # in --output: one reproduction at a time writes there
 
 

@@ -125,6 +125,25 @@ from learners.training.validation_choice import (
     recorded_hold_out,
 )
 
+__all__ = [
+    "add_data_arguments",
+    "add_device_arguments",
+    "add_method_arguments",
+    "add_model_arguments",
+    "add_optimisation_arguments",
+    "add_output_arguments",
+    "BATCH_SIZE",
+    "build_parser",
+    "dataset_from_args",
+    "learner_config_from_args",
+    "main",
+    "MODEL_FIELDS",
+    "rank_meta_batch",
+    "resume_line",
+    "run_config_from_args",
+    "train",
+]
+
 BATCH_SIZE = 64  # --batch-size of a multiclass method when not given (recorded for every run)
 # The shared learner options that describe the network (the others: optimiser and schedule).
 MODEL_FIELDS = (

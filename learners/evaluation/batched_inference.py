@@ -31,6 +31,19 @@ from learners.inference.finetune_augment import augmentation_generator
 from learners.methods.learner import Learner
 from learners.nn.backbones import Backbone
 
+__all__ = [
+    "Autocast",
+    "batched_query_logits",
+    "batching_kind",
+    "FINETUNE_INFERENCES",
+    "images_independent",
+    "MAML_METHODS",
+    "one_at_a_time_logits",
+    "PrecomputedMaps",
+    "shared_backbone_logits",
+    "swapped_backbone",
+]
+
 FINETUNE_INFERENCES = ("finetune", "transductive")
 MAML_METHODS = ("maml", "fomaml", "anil", "protomaml", "foprotomaml")
 

@@ -15,6 +15,16 @@ from torch import nn
 
 from learners.methods.learner import Learner
 
+__all__ = [
+    "activation_bytes_per_image",
+    "CPU_EPISODES_PER_BATCH",
+    "default_episodes_per_batch",
+    "episodes_per_batch_for_memory",
+    "estimated_episode_bytes",
+    "MAX_EPISODES_PER_BATCH",
+    "NOMINAL_EPISODE_IMAGES",
+]
+
 CPU_EPISODES_PER_BATCH = 8
 MAX_EPISODES_PER_BATCH = 64
 NOMINAL_EPISODE_IMAGES = 100

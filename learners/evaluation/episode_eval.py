@@ -26,6 +26,19 @@ from learners.feed.episode_batch import EpisodeTensors
 from learners.methods.learner import Learner
 from learners.optim.mixed_precision import MixedPrecision
 
+__all__ = [
+    "batch_logits",
+    "CLASS_FIELDS",
+    "EPISODE_FIELDS",
+    "episode_generator",
+    "episode_records",
+    "EpisodeRecord",
+    "evaluate_episode",
+    "evaluate_episodes",
+    "HardnessMeasure",
+    "validation_hook",
+]
+
 EPISODE_FIELDS = (
     "episode",
     "source",

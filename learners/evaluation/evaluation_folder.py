@@ -24,6 +24,18 @@ from episodes.util.atomic_files import missing_parents, remove_if_empty, staging
 from episodes.util.cli_errors import UserError
 from episodes.util.dead_job_leftovers import FolderLockedError, lock_and_clear
 
+__all__ = [
+    "check_output_folder",
+    "default_label",
+    "episode_shape",
+    "folder_name",
+    "RESULT_FILES",
+    "result_folder",
+    "SPLIT_DIGEST_CHARS",
+    "split_file_tag",
+    "SUMMARY",
+]
+
 SUMMARY = "summary.json"
 RESULT_FILES = ("episodes.csv", "classes.csv", "snapshots.csv", SUMMARY)
 

@@ -22,6 +22,8 @@ from learners.methods.learner import Learner
 from learners.methods.multiclass import MulticlassLearner
 from learners.training.checkpoint_file import load_checkpoint_learner, weights_hash
 
+__all__ = ["fixed_hardness_measure", "renormalized", "run_hardness_measure"]
+
 
 @dataclass(frozen=True)
 class _Extractor:

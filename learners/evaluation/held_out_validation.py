@@ -14,6 +14,8 @@ import numpy as np
 from learners.evaluation.metrics import AccuracySummary, summarize_accuracies
 from learners.methods.learner import Learner
 
+__all__ = ["held_out_accuracy", "held_out_hook"]
+
 
 def held_out_accuracy(
     learner: Learner, batches: Iterable[tuple[Any, np.ndarray]]

@@ -12,6 +12,22 @@ import torch
 
 from learners.nn.prototypes import cosine_classifier_logits, support_based_init
 
+__all__ = [
+    "AccuracySummary",
+    "average_ranks",
+    "class_precision",
+    "difference_inconclusive",
+    "divergence_slope",
+    "episode_hardness",
+    "grouped_summaries",
+    "kendall_tau",
+    "rank_with_ties",
+    "regression_line",
+    "summarize_accuracies",
+    "t_95",
+    "Z_95",
+]
+
 Z_95 = 1.96
 
 

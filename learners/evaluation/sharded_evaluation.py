@@ -23,6 +23,8 @@ from learners.evaluation.episode_eval import (
 from learners.methods.learner import Learner
 from learners.training.distributed import RankInfo, gather_objects
 
+__all__ = ["batch_share", "evaluate_shard"]
+
 
 def evaluate_shard(
     learner: Learner,

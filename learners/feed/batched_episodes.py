@@ -14,6 +14,16 @@ import torch
 
 from learners.feed.episode_batch import EpisodeTensors
 
+__all__ = [
+    "EpisodeStack",
+    "mask_ways",
+    "MASKED_LOGIT",
+    "masked_means",
+    "size_buckets",
+    "stack_episodes",
+    "unstack_logits",
+]
+
 # Logit given to padded ways: exp() of it underflows to exactly 0 against any real logit, yet
 # it stays finite so entropy terms (p log p) and their gradients stay 0, never NaN.
 MASKED_LOGIT = -1e9

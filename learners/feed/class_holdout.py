@@ -20,6 +20,17 @@ import numpy as np
 from episodes.sampling.sampler_formulas import draw_distinct, episode_rng, stable_hash
 from episodes.util.cli_errors import UserError
 
+__all__ = [
+    "ClassRecords",
+    "FLAG",
+    "held_out_records",
+    "HoldOut",
+    "HoldOutError",
+    "LABEL",
+    "split_class_records",
+    "trained_image_count",
+]
+
 FLAG = "--held-out-per-class"
 LABEL = "held-out-validation"  # keeps these draws apart from FIX-ML's and the batches'
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+__all__ = ["DevicePrefetcher", "image_tensors", "map_images", "prefetch_to_device"]
+
 _END = object()
 
 

@@ -17,6 +17,14 @@ import torch.nn.functional as F
 
 from episodes.sampling.episode import ARRAY_FIELDS
 
+__all__ = [
+    "episode_field",
+    "episode_to_tensors",
+    "EpisodeTensors",
+    "images_to_tensor",
+    "Normalization",
+]
+
 
 @dataclass(frozen=True)
 class Normalization:

@@ -36,6 +36,22 @@ from learners.feed.device_prefetch import prefetch_to_device
 from learners.feed.episode_batch import episode_field
 from learners.feed.episode_source import SYNTHETIC, close_source
 
+__all__ = [
+    "check_decode_device",
+    "check_throughput_options",
+    "exit_with_trainer",
+    "feed",
+    "feed_workers",
+    "FeedConfig",
+    "item_tensors",
+    "make_loader",
+    "StreamDataset",
+    "TRAINER_POLL_S",
+    "wants_pinned_memory",
+    "worker_context",
+    "WorkerFailure",
+]
+
 
 @dataclass(frozen=True)
 class FeedConfig:

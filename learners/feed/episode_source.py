@@ -37,6 +37,24 @@ from learners.feed.synthetic_episodes import (
 if TYPE_CHECKING:
     from learners.training.distributed import ShardPlan
 
+__all__ = [
+    "BatchSource",
+    "check_episode_options",
+    "close_source",
+    "dataset_dirs",
+    "EpisodeOptions",
+    "EpisodeRequest",
+    "EpisodeSource",
+    "open_batch_source",
+    "open_episode_source",
+    "open_sharded",
+    "ReaderBatchSource",
+    "ReaderEpisodeSource",
+    "ShardedSource",
+    "ShardEpisodeSource",
+    "SYNTHETIC",
+]
+
 SYNTHETIC = "synthetic"
 
 

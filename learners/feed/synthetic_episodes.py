@@ -15,6 +15,15 @@ import numpy as np
 
 from learners import LearnerConfigError
 
+__all__ = [
+    "BlobDataset",
+    "BlobDatasetConfig",
+    "SPLITS",
+    "SyntheticBatchSource",
+    "SyntheticEpisodeConfig",
+    "SyntheticEpisodeSource",
+]
+
 SPLITS = ("train", "valid", "test")
 
 

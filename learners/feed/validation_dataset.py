@@ -14,6 +14,8 @@ from pathlib import Path
 from episodes.records.dataset_spec import load_spec
 from learners import LearnerConfigError
 
+__all__ = ["dataset_name", "EVERY_DATASET", "RECORD_KEY", "resolve_validation_dataset"]
+
 EVERY_DATASET = "all"
 RECORD_KEY = "validation_dataset"  # config.json `extra` key, written only when not the default
 

@@ -43,6 +43,17 @@ from learners.inference.finetune_augment import AugmentDraws, apply_augmentation
 from learners.nn.batched_batch_norm import with_masked_batch_norm
 from learners.nn.prototypes import cosine_classifier_logits, support_based_init
 
+__all__ = [
+    "batched_augment",
+    "batched_finetune_query_logits",
+    "cosine_head_init",
+    "resolved_stacking",
+    "stacked_copies",
+    "StackedNetwork",
+    "STACKINGS",
+    "Tensors",
+]
+
 Tensors = dict[str, torch.Tensor]
 
 

@@ -31,6 +31,8 @@ from learners.feed.episode_batch import EpisodeTensors
 from learners.nn.batched_batch_norm import with_masked_batch_norm
 from learners.nn.prototypes import prototype_linear_layer
 
+__all__ = ["batched_maml_query_logits", "HEAD", "masked_prototypes", "Tensors"]
+
 Tensors = dict[str, torch.Tensor]
 HEAD = ("head.weight", "head.bias")
 

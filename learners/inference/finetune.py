@@ -39,6 +39,18 @@ from learners.inference.finetune_augment import active_generator, augment_images
 from learners.nn.batched_batch_norm import MaskedBatchNorm2d
 from learners.nn.prototypes import cosine_classifier_logits, support_based_init
 
+__all__ = [
+    "batch_norm_training",
+    "CosineHead",
+    "DHILLON_BN_MICRO_BATCH",
+    "finetune_network",
+    "finetune_query_logits",
+    "FinetuneOptions",
+    "mean_entropy",
+    "micro_batched_logits",
+    "micro_batches",
+]
+
 DHILLON_BN_MICRO_BATCH = 75  # few-shot-baseline utils.py micro_forward: torch.split(x, 75)
 
 

@@ -33,6 +33,22 @@ import torch.nn.functional as F
 
 from learners.feed.episode_batch import Normalization
 
+__all__ = [
+    "active_generator",
+    "apply_augmentation",
+    "apply_flip_and_crop",
+    "augment_images",
+    "augmentation_generator",
+    "AugmentDraws",
+    "BRIGHTNESS",
+    "change_lighting",
+    "CONTRAST",
+    "draw_augmentation",
+    "flip_and_crop",
+    "LIGHTING_ORDERS",
+    "PAD",
+]
+
 PAD = 4
 BRIGHTNESS = (0.1, 0.9)
 CONTRAST = (0.6, 1.4)

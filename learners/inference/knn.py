@@ -8,6 +8,8 @@ import torch.nn.functional as F
 from learners import LearnerConfigError
 from learners.nn.prototypes import cosine_similarity_matrix, squared_euclidean
 
+__all__ = ["knn_logits", "KNN_METRICS"]
+
 KNN_METRICS = ("euclidean", "cosine")
 
 

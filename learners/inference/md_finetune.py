@@ -26,6 +26,8 @@ from learners.feed.episode_batch import EpisodeTensors
 from learners.nn.batch_norm import embed_support_query
 from learners.nn.linear_classifier import MDHead
 
+__all__ = ["check_md_finetune_flags", "md_finetune_query_logits", "MDFinetuneOptions"]
+
 
 @dataclass(frozen=True)
 class MDFinetuneOptions:

@@ -32,6 +32,8 @@ from learners.optim.lr_schedule import apply_schedule
 from learners.optim.mixed_precision import MixedPrecision, memory_format
 from learners.optim.weight_decay import build_optimizer, decay_groups
 
+__all__ = ["embed_episode", "input_normalization", "Learner", "make_optimizer"]
+
 
 def make_optimizer(
     module: nn.Module, config: LearnerConfig, undecayed: Iterable[nn.Parameter] = ()

@@ -18,6 +18,8 @@ from learners.nn.batch_norm import BATCH_NORM_MODES
 from learners.optim.lr_schedule import LR_SCHEDULES, ScheduleConfig
 from learners.optim.weight_decay import WEIGHT_DECAY_FORMS
 
+__all__ = ["INPUT_SCALINGS", "LearnerConfig", "OPTIMIZERS"]
+
 OPTIMIZERS = ("adam", "sgd")
 # How pixels in [0, 1] become network inputs: ImageNet mean/std (Dhillon et al. A.4), or
 # 2x - 1 as Meta-Dataset's decoder does (meta_dataset/data/decoder.py, ImageDecoder.decode_with_label).

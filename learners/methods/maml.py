@@ -29,6 +29,17 @@ from learners.nn.batch_norm import recording, replaying
 from learners.nn.inner_loop import Params, sgd_adapt
 from learners.nn.prototypes import class_prototypes, prototype_linear_layer
 
+__all__ = [
+    "batch_norm_parameter_names",
+    "default_inner_lr",
+    "HEAD_BIAS",
+    "HEAD_WEIGHT",
+    "MAML",
+    "MAML_VARIANTS",
+    "MamlConfig",
+    "MamlVariant",
+]
+
 HEAD_WEIGHT = "head.weight"
 HEAD_BIAS = "head.bias"
 

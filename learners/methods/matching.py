@@ -23,6 +23,8 @@ from learners.methods.learner import Learner
 from learners.methods.registry import register_learner
 from learners.nn.prototypes import tf_l2_normalize
 
+__all__ = ["matching_log_probs", "MATCHING_NORMALIZATIONS", "MatchingConfig", "MatchingNet"]
+
 MATCHING_NORMALIZATIONS = ("support", "both")
 
 

@@ -46,6 +46,16 @@ from learners.nn.pretrain_head import (
 )
 from learners.nn.prototypes import class_prototypes, prototype_logits
 
+__all__ = [
+    "INFERENCES",
+    "LABEL_SMOOTHING_FORMS",
+    "mixup_lambdas",
+    "MulticlassConfig",
+    "MulticlassLearner",
+    "smoothed_targets",
+    "soft_cross_entropy",
+]
+
 INFERENCES = ("protonet", "knn", "support_init", "finetune", "transductive", "md_finetune")
 # How label smoothing spreads eps: Dhillon et al. A.2's text (eps / (K - 1) on each other class),
 # or fastai v1's LabelSmoothingCrossEntropy, which pretrain.py:68 trains with (eps / K on all).

@@ -12,6 +12,8 @@ from learners.methods.learner import Learner
 from learners.methods.registry import register_learner
 from learners.nn.prototypes import class_prototypes, prototype_logits
 
+__all__ = ["ProtoNet", "ProtoNetConfig"]
+
 
 @dataclass
 class ProtoNetConfig(MethodConfig):

@@ -24,6 +24,30 @@ from learners.optim.lr_schedule import check_schedule_options
 if TYPE_CHECKING:
     from learners.methods.learner import Learner
 
+__all__ = [
+    "build_learner",
+    "canonical_method",
+    "episodic_methods",
+    "foreign_options_message",
+    "INTERFACE_MODULES",
+    "is_episodic",
+    "learner_config",
+    "learner_config_from_dict",
+    "LearnerClass",
+    "LEGACY_FLAT_DEFAULTS",
+    "method_entry",
+    "method_names",
+    "method_option_classes",
+    "MethodEntry",
+    "METHODS_PACKAGE",
+    "methods_sharing",
+    "methods_with_option",
+    "register_learner",
+    "registered",
+    "resolved_config",
+    "unfixed_method",
+]
+
 METHODS_PACKAGE = "learners.methods"
 # The modules of METHODS_PACKAGE that define what a method is, not a method (never discovered).
 INTERFACE_MODULES = frozenset(

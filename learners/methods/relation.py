@@ -27,6 +27,14 @@ from learners.methods.registry import register_learner
 from learners.nn.batch_norm import EpisodeBatchNorm2d
 from learners.nn.prototypes import class_prototypes
 
+__all__ = [
+    "ReferenceRelationModule",
+    "RELATION_MODULES",
+    "RelationConfig",
+    "RelationModule",
+    "RelationNet",
+]
+
 RELATION_MODULES = ("reference", "pooled")
 
 

@@ -18,6 +18,27 @@ from torch import nn
 from learners import LearnerConfigError
 from learners.nn.batch_norm import EpisodeBatchNorm2d
 
+__all__ = [
+    "Backbone",
+    "BackboneConfig",
+    "BACKBONES",
+    "BasicBlock",
+    "build_backbone",
+    "canonical_backbone_name",
+    "CNN4",
+    "deeplab_align",
+    "deeplab_aligned_size",
+    "DropBlock",
+    "INPUT_ALIGNMENTS",
+    "RelationNetCNN4",
+    "ResNet12",
+    "ResNet12Block",
+    "ResNet18",
+    "SequentialBackbone",
+    "WideBlock",
+    "WideResNet",
+]
+
 BACKBONES = ("cnn4", "resnet12", "resnet18", "wrn28_10", "relationnet_cnn4", "wrn16_2")
 _ALIASES = {
     "conv4": "cnn4",

@@ -24,6 +24,17 @@ from torch import nn
 
 from learners import LearnerConfigError
 
+__all__ = [
+    "BATCH_NORM_MODES",
+    "channel_moments",
+    "embed_support_query",
+    "EpisodeBatchNorm2d",
+    "moments_phase",
+    "normalize_with",
+    "recording",
+    "replaying",
+]
+
 BATCH_NORM_MODES = ("running", "support", "episode")
 _OFF, _RECORD, _REPLAY = "off", "record", "replay"
 

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+__all__ = ["MASK", "MaskedBatchNorm2d", "with_masked_batch_norm"]
+
 MASK = "sample_mask"
 
 

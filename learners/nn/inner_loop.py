@@ -14,6 +14,8 @@ import torch
 
 from learners import LearnerConfigError
 
+__all__ = ["Params", "sgd_adapt"]
+
 Params = dict[str, torch.Tensor]
 
 

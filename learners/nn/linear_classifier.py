@@ -19,6 +19,8 @@ from torch import nn
 
 from learners.nn.prototypes import tf_l2_normalize
 
+__all__ = ["ClassifierForm", "LinearClassifierForm", "MDHead"]
+
 
 class ClassifierForm(Protocol):
     """Which form of the layer: cosine or not, weight norm or not, the cosine logits' scale

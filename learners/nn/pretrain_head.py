@@ -29,6 +29,8 @@ from torch import nn
 from learners import LearnerConfigError
 from learners.nn.linear_classifier import LinearClassifierForm, MDHead
 
+__all__ = ["HeadOptions", "HEADS", "MetaDatasetClassifier", "pretrain_classifier"]
+
 HEADS = ("linear", "cosine")
 
 

@@ -11,6 +11,20 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+__all__ = [
+    "class_prototypes",
+    "cosine_classifier_logits",
+    "cosine_inputs",
+    "cosine_similarity_matrix",
+    "l2_normalize",
+    "prototype_linear_layer",
+    "prototype_logits",
+    "squared_euclidean",
+    "support_based_init",
+    "TF_L2_EPSILON",
+    "tf_l2_normalize",
+]
+
 
 def class_prototypes(features: torch.Tensor, labels: torch.Tensor, ways: int) -> torch.Tensor:
     """Mean feature of each way: (S, ...) features, (S,) labels -> (ways, ...) prototypes."""

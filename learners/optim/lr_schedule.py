@@ -27,6 +27,23 @@ import torch
 
 from learners import LearnerConfigError
 
+__all__ = [
+    "apply_schedule",
+    "BASE_LR_KEY",
+    "check_cycle_lengths",
+    "check_schedule_options",
+    "cosine_cycles_lr",
+    "cycle_lengths",
+    "epoch_cycle_lengths",
+    "exponential_lr",
+    "HORIZON_KEY",
+    "LR_SCHEDULES",
+    "schedule_cycle_lengths",
+    "SCHEDULE_OPTIONS",
+    "ScheduleConfig",
+    "scheduled_lr",
+]
+
 LR_SCHEDULES = ("constant", "exponential", "cosine-cycles")
 # The options each schedule reads (LearnerConfig fields): one given with another schedule would
 # be ignored, so it is refused, as an option of another method is.

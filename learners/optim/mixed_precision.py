@@ -18,6 +18,8 @@ import torch
 
 from learners import LearnerConfigError
 
+__all__ = ["AMP_MODES", "check_amp_mode", "memory_format", "MixedPrecision"]
+
 AMP_MODES = ("off", "bf16", "fp16")
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -19,6 +19,8 @@ from torch import nn
 
 from learners import LearnerConfigError
 
+__all__ = ["build_optimizer", "decay_groups", "DecoupledSGD", "WEIGHT_DECAY_FORMS"]
+
 WEIGHT_DECAY_FORMS = ("coupled", "decoupled")
 
 

@@ -16,6 +16,15 @@ from typing import Any
 
 from episodes.util.cli_errors import UserError
 
+__all__ = [
+    "best_validation_step",
+    "CheckpointError",
+    "CHECKPOINTS",
+    "pick_checkpoint",
+    "snapshot_name",
+    "VALIDATION_LOG",
+]
+
 VALIDATION_LOG = "validation.csv"  # learners.train's validation log in a run folder
 CHECKPOINTS = "checkpoints"
 

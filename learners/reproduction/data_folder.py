@@ -8,6 +8,8 @@ from pathlib import Path
 
 from learners.reproduction.plan_parts import SourceFacts
 
+__all__ = ["converted_sources", "source_facts", "SPEC"]
+
 SPEC = "dataset_spec.json"
 
 

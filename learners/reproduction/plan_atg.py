@@ -29,6 +29,24 @@ from learners.reproduction.published_numbers import figure_without_numbers
 from learners.reproduction.split_files import published_split_file, train_classes
 from learners.reproduction.stages import Stage
 
+__all__ = [
+    "build",
+    "CNN4",
+    "Dataset",
+    "DATASETS",
+    "DIVERGENCES",
+    "EMBEDDING_BACKBONE",
+    "EVALUATED",
+    "FRACTIONS",
+    "NOTES",
+    "PLAN",
+    "RECIPE",
+    "RESNET12",
+    "TINY_DIVERGENCES",
+    "TINY_EVALUATED",
+    "VALIDATION_EPISODES",
+]
+
 PLAN = "atg/figure2"
 RECIPE = "atg/multiclass"
 DIVERGENCES = (0.04, 0.32, 0.64, 0.96)  # the published partitions (appendix A.6)

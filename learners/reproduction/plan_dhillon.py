@@ -25,6 +25,25 @@ from learners.reproduction.published_numbers import published_number
 from learners.reproduction.split_files import published_split_file
 from learners.reproduction.stages import Stage
 
+__all__ = [
+    "BACKBONE",
+    "BATCH",
+    "Benchmark",
+    "BENCHMARKS",
+    "build",
+    "DEFAULT_METHODS",
+    "EPOCHS",
+    "IMAGES_PER_CLASS",
+    "METHODS",
+    "NOTES",
+    "PLAN",
+    "RECIPE",
+    "SETTINGS",
+    "SHOTS",
+    "steps",
+    "VALIDATION_EPISODES",
+]
+
 PLAN = "dhillon/table1"
 RECIPE = "dhillon/multiclass"
 BACKBONE = "wrn28_10"

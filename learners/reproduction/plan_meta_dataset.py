@@ -22,6 +22,21 @@ from learners.reproduction.plan_parts import (
 )
 from learners.reproduction.published_numbers import published_number
 
+__all__ = [
+    "build",
+    "CONVNET",
+    "EPISODES",
+    "Method",
+    "METHODS",
+    "NOTES",
+    "PLAN",
+    "Pretraining",
+    "RESNET18",
+    "TEST_SOURCES",
+    "TRAIN_SOURCE",
+    "WIDE_RESNET",
+]
+
 PLAN = "meta_dataset/table1"
 TRAIN_SOURCE = "ilsvrc_2012"  # 'trained on ILSVRC-2012 only'
 EPISODES = 600  # test episodes per source (sec. 5, Table 1 caption of Table 2)

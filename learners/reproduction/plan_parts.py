@@ -17,6 +17,30 @@ from pathlib import Path
 from learners.reproduction.published_numbers import FigureWithoutNumbers, PublishedNumber
 from learners.reproduction.stages import Stage
 
+__all__ = [
+    "checkpoint_file",
+    "checkpoint_path",
+    "checkpoint_stage",
+    "evaluation_stage",
+    "FULL",
+    "merged_flags",
+    "PlanRequest",
+    "PlanSpec",
+    "Row",
+    "SCALES",
+    "SourceFacts",
+    "TINY",
+    "TINY_BATCH",
+    "TINY_EPISODES",
+    "TINY_FINETUNE_EPOCHS",
+    "TINY_MD_FINETUNE_STEPS",
+    "TINY_QUERY",
+    "TINY_TRAINING",
+    "TINY_WIDTH",
+    "TINY_WIDTH_ANY",
+    "training_stage",
+]
+
 FULL = "full"
 TINY = "tiny"
 SCALES = (FULL, TINY)

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from learners.reproduction import plan_atg, plan_dhillon, plan_meta_dataset
 from learners.reproduction.plan_parts import PlanRequest, PlanSpec
 
+__all__ = ["Plan", "PLANS"]
+
 
 @dataclass(frozen=True)
 class Plan:

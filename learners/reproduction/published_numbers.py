@@ -12,6 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = [
+    "ATG",
+    "DHILLON",
+    "figure_without_numbers",
+    "FIGURES_WITHOUT_NUMBERS",
+    "FigureWithoutNumbers",
+    "META_DATASET",
+    "PUBLISHED",
+    "published_number",
+    "PublishedNumber",
+]
+
 META_DATASET = "Triantafillou et al., Meta-Dataset (ICLR 2020)"
 DHILLON = "Dhillon et al., A Baseline for Few-Shot Image Classification (ICLR 2020)"
 ATG = "Arnold & Sha, Embedding Adaptation is Still Needed for Few-Shot Learning (ATG)"

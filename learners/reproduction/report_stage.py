@@ -17,6 +17,8 @@ from learners.reproduction.stage_records import FINISHED, StageRecord, now, writ
 from learners.reproduction.stage_runner import DONE, Outcome, child_environment
 from learners.reproduction.stages import Stage
 
+__all__ = ["REPORT", "TINY_WARNING", "write_report"]
+
 REPORT = "report"  # the stage folder
 TINY_WARNING = (
     "--scale tiny: a few steps and episodes on small widths, to test the pipeline; the numbers "

@@ -16,6 +16,8 @@ from typing import Any
 from learners.reproduction.plan_parts import PlanSpec, Row
 from learners.reproduction.published_numbers import PublishedNumber
 
+__all__ = ["difference", "markdown_table", "Ours", "row_records", "table_rows"]
+
 
 @dataclass(frozen=True)
 class Ours:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from episodes.records.published_splits import PUBLISHED_DIR as PUBLISHED
 
+__all__ = ["published_split_file", "train_classes"]
+
 
 def published_split_file(name: str) -> Path:
     """`episodes/records/published/NAME.json`, e.g. `mini_imagenet/ilsvrc_2012`."""

@@ -13,6 +13,8 @@ from episodes.util.atomic_files import write_text_atomically
 from episodes.util.cli_errors import UserError
 from learners.reproduction.stages import RECORD, Stage
 
+__all__ = ["FAILED", "FINISHED", "now", "read_record", "RUNNING", "StageRecord", "write_record"]
+
 RUNNING = "running"
 FINISHED = "finished"
 FAILED = "failed"

@@ -40,6 +40,24 @@ from learners.reproduction.train_and_valid_split import (
     write_train_and_valid_split,
 )
 
+__all__ = [
+    "check_recorded_commands",
+    "child_environment",
+    "DONE",
+    "IN_PROCESS",
+    "LEFTOVER_WAIT_S",
+    "NOT_RUN",
+    "Outcome",
+    "RAN",
+    "REPO_ROOT",
+    "run_stages",
+    "Say",
+    "SKIPPED",
+    "StageConflict",
+    "STOP_GRACE_S",
+    "verify",
+]
+
 # Outcomes of a stage in one run of the plan.
 SKIPPED = "skipped"  # finished in an earlier run, verified
 RAN = "finished"

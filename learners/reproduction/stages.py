@@ -8,6 +8,16 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = [
+    "comparable",
+    "ENVIRONMENT_FLAGS",
+    "first_difference",
+    "LOG",
+    "RECORD",
+    "RENAMED_FLAGS",
+    "Stage",
+]
+
 # Flags whose value may change between two runs of a stage without changing what it computes
 # (learners.train lets a run resume on another device): left out when commands are compared.
 ENVIRONMENT_FLAGS = ("--device",)

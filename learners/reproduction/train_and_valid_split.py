@@ -13,6 +13,13 @@ from typing import Any
 from episodes.util.atomic_files import write_text_atomically
 from episodes.util.cli_errors import UserError
 
+__all__ = [
+    "lists_of_dataset_spec",
+    "lists_of_split_file",
+    "merged_lists",
+    "write_train_and_valid_split",
+]
+
 
 def merged_lists(train: list[str], valid: list[str], test: list[str]) -> dict[str, list[str]]:
     """train + valid as the training classes, no validation classes, the same test classes."""

@@ -35,6 +35,18 @@ from learners.training.checkpoint_file import (
 )
 from learners.training.training_loop import BEST, CHECKPOINTS, VALIDATION_LOG
 
+__all__ = [
+    "apply_backbone_init",
+    "BACKBONE",
+    "BackboneInit",
+    "chosen_checkpoint",
+    "OPTION",
+    "read_backbone_init",
+    "RECORD",
+    "RECORD_KEY",
+    "write_record",
+]
+
 OPTION = "--init-from"
 BACKBONE = "backbone."  # the backbone's keys in a learner's state dict
 RECORD = "init_from.json"  # in the run folder: what the backbone started from

@@ -21,6 +21,14 @@ from learners.methods.learner import Learner
 from learners.methods.registry import build_learner, learner_config_from_dict
 from learners.training.training_loop import CHECKPOINTS, LAST
 
+__all__ = [
+    "CheckpointError",
+    "load_checkpoint_learner",
+    "read_checkpoint_payload",
+    "resolve_checkpoint",
+    "weights_hash",
+]
+
 
 class CheckpointError(UserError, ValueError):
     """A checkpoint path that is not a usable learners checkpoint."""

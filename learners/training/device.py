@@ -8,6 +8,14 @@ import torch
 
 from learners import LearnerConfigError
 
+__all__ = [
+    "choose_loading",
+    "make_deterministic",
+    "MAX_AUTO_LOADER_WORKERS",
+    "resolve_device",
+    "usable_cores",
+]
+
 
 def resolve_device(name: str = "auto") -> torch.device:
     """`auto` -> CUDA when present, CPU otherwise; any other value must be a valid torch device."""

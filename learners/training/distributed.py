@@ -29,6 +29,30 @@ import torch.distributed as dist
 from episodes.util.cli_errors import UserError, user_fault_lines
 from learners import LearnerConfigError
 
+__all__ = [
+    "agree_on_setup",
+    "all_reduce_sum",
+    "barrier",
+    "broadcast_module",
+    "broadcast_object",
+    "cores_per_rank",
+    "gather_objects",
+    "loading_note",
+    "on_rank_zero",
+    "one_line_per_fault",
+    "PeerLost",
+    "rank_device",
+    "rank_info_from_env",
+    "rank_session",
+    "RankInfo",
+    "RanksFault",
+    "ShardPlan",
+    "SINGLE_PROCESS",
+    "split_cores",
+    "TIMEOUT_MINUTES",
+    "TORCHRUN_VARIABLES",
+]
+
 TIMEOUT_MINUTES = 30  # a collective waiting longer than this ends the rank (no hang)
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 

@@ -15,6 +15,15 @@ from typing import Any
 
 from learners.feed.episode_batch import episode_field
 
+__all__ = [
+    "AT_CHANCE_STEPS",
+    "chance_loss",
+    "CHANCE_TOLERANCE",
+    "GROWTH",
+    "LossWatch",
+    "WARMUP_STEPS",
+]
+
 WARMUP_STEPS = 5  # steps before a loss at chance level counts (the first ones start there)
 AT_CHANCE_STEPS = 5  # consecutive steps at chance level that make the warning
 CHANCE_TOLERANCE = 1e-3  # |loss - chance| <= this share of chance counts as at chance

@@ -25,6 +25,15 @@ from torch import nn
 from learners.methods.learner import Learner
 from learners.training.distributed import RankInfo, ShardPlan, all_reduce_sum
 
+__all__ = [
+    "combine_running_stats",
+    "GradientSum",
+    "item_seed",
+    "meta_batch_step",
+    "meta_batch_stepper",
+    "running_stats",
+]
+
 
 def item_seed(seed: int, index: int) -> int:
     """The torch seed of global item `index` of a meta-batched run."""

@@ -20,6 +20,20 @@ from typing import Any
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL
 from learners import LearnerConfigError
 
+__all__ = [
+    "apply_recipe",
+    "apply_recipe_value_check",
+    "flag_text",
+    "load_recipe",
+    "Recipe",
+    "recipe_listing",
+    "recipe_names",
+    "recipe_path",
+    "recipe_record",
+    "RECIPES_DIR",
+    "RENAMED_KEYS",
+]
+
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 # Recipe keys of renamed flags (old -> new): a user's recipe with the old key still loads.
 RENAMED_KEYS = {"episodes": "steps"}

@@ -19,6 +19,16 @@ import torch
 
 from episodes.util.cli_errors import UserError
 
+__all__ = [
+    "CheckpointDamagedError",
+    "damaged_line",
+    "intact_step",
+    "newest_intact_snapshot",
+    "read_payload",
+    "resume_point",
+    "ResumePoint",
+]
+
 
 class CheckpointDamagedError(UserError, ValueError):
     """A checkpoint file that cannot be read back (its message is the one line to print)."""

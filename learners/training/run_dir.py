@@ -33,6 +33,21 @@ from learners.methods.registry import (
 )
 from learners.training.training_loop import BEST, CHECKPOINTS, LAST, list_snapshots, load_checkpoint
 
+__all__ = [
+    "changed_values",
+    "checkpoint_path",
+    "CONFIG",
+    "load_run_learner",
+    "lock_run_folder",
+    "overridden_config",
+    "read_run_config",
+    "RESUMABLE_CHANGES",
+    "RUN_LOCK",
+    "RunConfig",
+    "RunFolderError",
+    "write_or_check_run_config",
+]
+
 CONFIG = "config.json"
 RUN_LOCK = ".lock"  # held while learners.train writes the run
 # Options that may change when a run is continued: training longer, options that do not

@@ -18,6 +18,18 @@ from dataclasses import dataclass
 
 from episodes.util.cli_errors import UserError
 
+__all__ = [
+    "check_length_flags",
+    "check_length_source",
+    "cycles_note",
+    "DEFAULT_CHECKPOINT_EVERY",
+    "resolve_run_length",
+    "RUN_LENGTH_KEY",
+    "RunLength",
+    "RunLengthError",
+    "steps_per_epoch",
+]
+
 DEFAULT_CHECKPOINT_EVERY = 1000  # steps between snapshots of a run given in --steps
 RUN_LENGTH_KEY = "run_length"  # config.json `extra` key, written for a run in epochs only
 

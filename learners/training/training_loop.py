@@ -46,6 +46,26 @@ from learners.training.run_checkpoints import read_payload, resume_point
 if TYPE_CHECKING:  # the validation hook's result (`learners.evaluation`, a layer above)
     from learners.evaluation.metrics import AccuracySummary
 
+__all__ = [
+    "BEST",
+    "check_loss",
+    "CHECKPOINTS",
+    "LAST",
+    "list_snapshots",
+    "load_checkpoint",
+    "LoopConfig",
+    "LoopResult",
+    "NonFiniteLossError",
+    "prune_snapshots",
+    "run_training",
+    "save_checkpoint",
+    "snapshot_path",
+    "StepFunction",
+    "TRAIN_LOG",
+    "VALIDATION_FIELDS",
+    "VALIDATION_LOG",
+]
+
 CHECKPOINTS = "checkpoints"
 LAST = "last.pt"
 BEST = "best.pt"

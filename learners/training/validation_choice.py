@@ -16,6 +16,16 @@ from typing import Any
 from learners.feed.class_holdout import FLAG as HOLD_OUT_FLAG
 from learners.feed.class_holdout import HoldOut, HoldOutError
 
+__all__ = [
+    "checked_hold_out",
+    "HOLD_OUT_KEY",
+    "hold_out_record",
+    "recorded_hold_out",
+    "VALIDATION_KEY",
+    "ValidationRequest",
+    "VALIDATIONS",
+]
+
 FEW_SHOT, HELD_OUT = "few-shot", "held-out"
 VALIDATIONS = (FEW_SHOT, HELD_OUT)
 VALIDATION_KEY = "validation"  # config.json `extra` keys, written for a held-out run only
