@@ -95,7 +95,7 @@ def test_the_exclusive_data_flags_and_old_spellings_still_parse(capsys):
     assert "note: --out is now --output" in capsys.readouterr().err
     for data in ([], ["--synthetic", "--dataset", "D"]):
         with pytest.raises(SystemExit):
-            parser.parse_args(["--method", "protonet", *data, "--episodes", "1", "--output", "R"])
+            parser.parse_args(["--method", "protonet", *data, "--steps", "1", "--output", "R"])
     assert "--dataset" in capsys.readouterr().err
     args = evaluate.build_parser().parse_args(["--run", "R", "--out", "O", "--dataset", "D"])
     assert (args.output, args.dataset) == ("O", ["D"])

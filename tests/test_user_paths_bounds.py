@@ -115,7 +115,7 @@ def test_evaluation_on_shards_takes_the_count_from_the_shards(
         "--output", str(shards), "--ways", "5", "--shots", "1", "--query", "2",
     ]) == 0  # fmt: skip
     run = tmp_path / "run"
-    assert train_cli.main(["--method", "protonet", "--synthetic", "--episodes", "2",
+    assert train_cli.main(["--method", "protonet", "--synthetic", "--steps", "2",
                            "--validation-episodes", "0", "--output", str(run), *TINY]) == 0  # fmt: skip
     common = ["--run", str(run), "--episode-shards", str(shards), "--no-hardness", "--no-progress"]
     capsys.readouterr()
