@@ -47,7 +47,7 @@ BINDINGS = {
     "weight_decay": ("Learner.weight_decay", "weight_decay"),
     "lr_schedule": ("Trainer.decay_learning_rate", "LearnerConfig.decay_learning_rate"),
     "batch_norm": ("Learner.transductive_batch_norm",),
-    "episodes": ("Trainer.num_updates",),
+    "steps": ("Trainer.num_updates",),
     "checkpoint_every": ("Trainer.checkpoint_every", "Trainer.validate_every"),
     "validation_episodes": ("Trainer.num_eval_episodes",),
     "validation_dataset": ("benchmark.eval_datasets",),
@@ -220,7 +220,7 @@ def test_dhillons_length_selection_and_evaluation_are_the_papers() -> None:
     cycles = [40 * values["cycle_multiplier"] ** c for c in range(values["cosine_cycles"])]
     assert cycles == values["cosine_cycle_epochs"] and sum(cycles) == values["epochs"]
     assert (values["validation"], values["image_size"]) == ("held-out", 84)
-    assert "episodes" not in values and "lr_schedule" in values
+    assert "steps" not in values and "lr_schedule" in values
     notes = " ".join(recipe.notes)
     assert "--image-size 32" in notes and "--held-out-per-class" in notes
     assert "--inference transductive" in notes and "--episodes 1000" in notes
