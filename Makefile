@@ -11,7 +11,7 @@ RAW    := $(DATA)/raw/omniglot_glyphs
 OUT    := $(DATA)/converted
 SEED   ?= 0
 
-.PHONY: demo demo-data demo-episodes demo-splits demo-learners test lint venv system-deps \
+.PHONY: demo demo-data demo-episodes demo-splits demo-learners test test-fast lint venv system-deps \
         clean-data bench bench-sampler bench-episodes bench-feed splits-published
 
 venv: $(STAMP)
@@ -37,9 +37,14 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Every test: the fast ones and those marked slow (a plain `pytest`, or `make test-fast`, runs
+# only the fast ones: a few minutes).
 test: venv system-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q -m "slow or not slow" tests
+
+test-fast: venv system-deps
 	$(BIN)/python -m pytest -q tests
 
 RUNS   := $(DATA)/runs

@@ -177,6 +177,7 @@ class SourceTestCase:
         """What Meta-Dataset's `load_dataset_spec` returns agrees with our loader."""
         assert_reference_reads(converted.out)
 
+    @pytest.mark.slow
     def test_reconversion_is_byte_identical(self, converted, tmp_path):
         cls = type(self)
         again = tmp_path / converted.out.name

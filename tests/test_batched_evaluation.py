@@ -80,6 +80,7 @@ def pretrained_network() -> nn.Module:
     return learner.network().eval()
 
 
+@pytest.mark.slow
 def test_batched_transductive_finetuning_matches_one_at_a_time_on_100_episodes() -> None:
     """Issue 22's criterion on 100 episodes at the paper's learning rate (6 epochs instead of
     25 to stay fast): >= 99.5% equal query predictions, mean accuracy within 0.1 points; the

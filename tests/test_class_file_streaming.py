@@ -27,6 +27,7 @@ def _files(folder):
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
+@pytest.mark.slow
 def test_conversion_bytes_equal_the_buffered_writers(tmp_path, monkeypatch):
     raw = tmp_path / "raw"
     raw.mkdir()

@@ -104,6 +104,7 @@ def _exception_classes(package: str):
                 yield f"{module.__name__}.{name}", value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("package", ["episodes", "beam_pipelines", "splits", "learners"])
 def test_every_exception_of_the_packages_is_a_user_error(package):
     """One root: each exception class a package defines derives from UserError (the ones that

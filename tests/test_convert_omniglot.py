@@ -72,6 +72,7 @@ def test_counts_labels_and_rejected_file(converted):
     assert verified.records == 152
 
 
+@pytest.mark.slow
 def test_rerun_and_two_workers_are_byte_identical(converted, tmp_path):
     from tests.conftest import make_local_runner
 

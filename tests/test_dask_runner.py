@@ -41,6 +41,7 @@ def _dask_flags(address: str) -> list[str]:
     return ["--runner", "DaskRunner", f"--dask_client_address={address}"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["omniglot", "emnist"])
 def test_conversion_is_byte_identical_on_a_dask_cluster(source, cluster, tmp_path, capsys):
     common = write_runner_check_input(source, tmp_path / "raw")
@@ -59,6 +60,7 @@ def test_conversion_is_byte_identical_on_a_dask_cluster(source, cluster, tmp_pat
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 
 
+@pytest.mark.slow
 def test_all_sources_convert_on_a_dask_cluster(cluster, tmp_path, capsys):
     raw = tmp_path / "raw"
     (raw / "omniglot").mkdir(parents=True)
@@ -92,6 +94,7 @@ def test_partitions_follow_the_clusters_threads(cluster):
         assert cluster_partitions(client) == PARTITIONS_PER_THREAD * 2 == 4
 
 
+@pytest.mark.slow
 def test_embeddings_are_byte_identical_on_a_dask_cluster(cluster, tmp_path, capsys):
     """The class-embedding job (splits.embed) on Dask: the same npz as the DirectRunner, and the
     one unreadable record reported once (the skipped records and the class sums travel in one

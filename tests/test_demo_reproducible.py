@@ -99,6 +99,7 @@ OLDER_MACHINE = {
 }
 
 
+@pytest.mark.slow
 def test_demo_env_gives_the_same_weights_on_this_and_another_single_core_machine(tmp_path):
     capability = torch.backends.cpu.get_cpu_capability()
     if capability not in ("AVX512", "AVX2"):
@@ -167,6 +168,7 @@ def numpy_stage_digest(machine: dict[str, str], pin: dict[str, str], one_core: b
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_demo_env_pins_numpy_and_openblas_kernels():
     import numpy as np
 

@@ -245,6 +245,7 @@ def losses(run: Path) -> list[float]:
         return [float(row["loss"]) for row in csv.DictReader(handle)]
 
 
+@pytest.mark.slow
 def test_two_ranks_with_meta_batch_2_train_the_weights_of_one_process_with_4(tmp_path) -> None:
     """ProtoNet (per-episode BatchNorm), 20 steps: every parameter within 1e-5 (measured: 0),
     BatchNorm's running statistics within 1e-5, the same losses and the same config.json;
@@ -268,6 +269,7 @@ def test_two_ranks_with_meta_batch_2_train_the_weights_of_one_process_with_4(tmp
     assert float((model_state(one)[weight] - model_state(single)[weight]).abs().max()) > 1e-3
 
 
+@pytest.mark.slow
 def test_a_resumed_torchrun_run_continues_the_trajectory_of_one_process(tmp_path) -> None:
     """Multiclass pre-training (mixup and augmentation draw from torch's RNG: item i's draws
     are seeded by (seed, i)), 2 ranks x 1 batch: stopped after 6 of 12 steps and resumed
@@ -299,6 +301,7 @@ def test_a_resumed_torchrun_run_continues_the_trajectory_of_one_process(tmp_path
     assert snapshots == ["step_00000012.pt"]  # --keep-snapshots 1 on rank 0
 
 
+@pytest.mark.slow
 def test_one_rank_trains_the_plain_run_and_evaluation_on_two_writes_its_files(tmp_path) -> None:
     """`torchrun --nproc_per_node 1` takes the one-process path: the checkpoint of the plain
     command, bit for bit. Evaluating that run on 2 ranks writes the files of one process."""
@@ -325,6 +328,7 @@ def test_one_rank_trains_the_plain_run_and_evaluation_on_two_writes_its_files(tm
     assert done.stdout.count("wrote ") == 1
 
 
+@pytest.mark.slow
 def test_a_sharded_transductive_finetuning_evaluation_writes_the_files_of_one_process(
     tmp_path,
 ) -> None:
@@ -392,6 +396,7 @@ def training_past_a_checkpoint(tmp_path: Path, *extra: str) -> Iterator[subproce
             launcher.wait()
 
 
+@pytest.mark.slow
 def test_a_killed_rank_ends_every_rank_without_a_hang(tmp_path) -> None:
     """SIGKILL one rank mid-run (a crash, an out-of-memory kill): torchrun ends the others and
     fails; nothing is left running and no rank printed a traceback of its own."""
@@ -410,6 +415,7 @@ def test_a_killed_rank_ends_every_rank_without_a_hang(tmp_path) -> None:
         )
 
 
+@pytest.mark.slow
 def test_a_refused_dataset_ends_every_rank_with_one_line(tmp_path) -> None:
     missing = tmp_path / "missing"
     args = ["--method", "protonet", "--dataset", str(missing), "--steps", "3"]
@@ -430,6 +436,7 @@ def test_a_refused_dataset_ends_every_rank_with_one_line(tmp_path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_every_rank_with_rank_zeros_resume_line(tmp_path) -> None:
     """SIGINT to the launcher's process group (what a terminal's Ctrl-C does): every rank
     stops, rank 0 alone prints the line that resumes the run, no rank prints a traceback.

@@ -338,6 +338,7 @@ def test_obtain_by_hand_prints_the_file_and_where_it_goes(tmp_path, capsys):
     assert "image-net.org" in err and str(raw / "ILSVRC2012_img_train.tar") in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_interrupted_download_keeps_the_part_and_resumes(tmp_path, monkeypatch, server, sig):
     blob, small = os.urandom(200_000), os.urandom(3000)

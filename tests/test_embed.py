@@ -162,6 +162,7 @@ def test_rows_are_the_mean_of_each_class_features(tiny, one_worker) -> None:
     result.check_class_names(spec.class_names)
 
 
+@pytest.mark.slow
 def test_one_and_two_workers_give_identical_files(tiny, one_worker, tmp_path) -> None:
     spec, checkpoint = tiny
     first_report, first = one_worker

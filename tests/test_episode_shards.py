@@ -86,6 +86,7 @@ def test_episode_record_round_trip_is_deterministic():
         decode_episode(encode_image_example(b"x", 1))
 
 
+@pytest.mark.slow
 def test_beam_job_gives_identical_bytes_with_one_or_two_workers(toy, tmp_path):
     one = write_episode_shards(job_args(toy), tmp_path / "one", make_local_runner(1))
     two = write_episode_shards(job_args(toy), tmp_path / "two", make_local_runner(2))

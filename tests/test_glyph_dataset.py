@@ -318,6 +318,7 @@ def test_cli_prints_summary(tmp_path, capsys):
     assert "Up to date" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_python_m_package_and_its_old_name_write_the_same_bytes(tmp_path):
     """`python -m beam_pipelines.glyph_dataset` runs the package's __main__ (spawned workers too);
     the old `python -m episodes.glyph_dataset` still runs it, with a one-line note."""
@@ -411,6 +412,7 @@ def _one_nn_accuracy(pixels: dict[str, np.ndarray], episodes: int = 200) -> floa
     return float(np.mean(accuracies))
 
 
+@pytest.mark.slow
 def test_nearest_neighbour_on_pixels_beats_chance(tmp_path):
     """5-way 1-shot episodes within one alphabet, 1-NN on 28x28 pixels: chance is 0.2."""
     config = GlyphDatasetConfig(seed=0, alphabets=6, examples=6)
@@ -431,6 +433,7 @@ def test_nearest_neighbour_on_pixels_beats_chance(tmp_path):
     assert accuracy > 0.5
 
 
+@pytest.mark.slow
 def test_converted_reference_polarity_is_as_learnable(tmp_path):
     """Converted by default the glyphs are stored as the reference stores Omniglot (inverted,
     RGB JPEG quality 75); 1-NN on the decoded records learns as well as on the original

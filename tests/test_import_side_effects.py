@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.test_import_layers import PACKAGES, module_names
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,6 +62,7 @@ def _importable() -> list[str]:
     return sorted(m for m in module_names(REPO, PACKAGES) if not m.endswith("__main__"))
 
 
+@pytest.mark.slow
 def test_importing_every_module_changes_no_process_state_but_the_finder():
     found = _probe(_importable())
     before, after = found["before"], found["after"]

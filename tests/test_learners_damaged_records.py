@@ -54,6 +54,7 @@ def _expected(damage: str) -> str:
     return "corrupt record" if damage == "flipped" else "(class files renamed or swapped?)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage, method, reading",
     [
@@ -74,6 +75,7 @@ def test_train_on_damaged_records_ends_in_one_line(folders, tmp_path, damage, me
     assert not list(out.glob("checkpoints/*.pt"))  # nothing trained on the damaged data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage, per_batch", [("flipped", "1"), ("swapped", "4")])
 def test_evaluate_on_damaged_records_ends_in_one_line(folders, damage, per_batch):
     folder, out = folders[damage], folders["root"] / f"eval-{damage}"

@@ -407,6 +407,7 @@ def test_backbone_state_dict_keys_are_the_ones_saved_checkpoints_hold() -> None:
     assert "blocks.3.shortcut.1.running_var" in keys
 
 
+@pytest.mark.slow
 def test_full_size_backbones_have_the_published_feature_sizes() -> None:
     sizes = {"cnn4": 64 * 5 * 5, "resnet12": 640, "resnet18": 512, "wrn28_10": 640}
     for name, size in sizes.items():

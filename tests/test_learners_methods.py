@@ -50,6 +50,7 @@ def test_accuracy(learner, episodes: int = 10) -> float:
 test_accuracy.__test__ = False  # a helper, not a test
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", episodic_methods())
 def test_episodic_method_learns(method: str) -> None:
     torch.manual_seed(0)

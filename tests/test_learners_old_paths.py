@@ -46,6 +46,7 @@ def test_the_old_from_form_gives_the_same_objects(monkeypatch):
     assert (Learner, build_learner) == (new_learner, registry.build_learner)
 
 
+@pytest.mark.slow
 def test_an_old_script_runs_and_is_told_where_each_module_went():
     """A user's script of 0.1.0: the warning names its own line (shown by default there)."""
     code = (

@@ -221,6 +221,7 @@ def _same_dataset(remote: dict[str, bytes], local: Path, remote_input: str) -> N
     )
 
 
+@pytest.mark.slow
 def test_omniglot_s3_to_s3_is_byte_identical_to_local(s3, omniglot, capsys):
     _, local = omniglot
     argv = ["--source", "omniglot", "--input", "s3://raw/omniglot", "--output", "s3://out/omniglot"]
@@ -236,6 +237,7 @@ def test_omniglot_s3_to_s3_is_byte_identical_to_local(s3, omniglot, capsys):
     )
 
 
+@pytest.mark.slow
 def test_zipped_omniglot_from_s3_to_a_local_folder(s3, omniglot, tmp_path):
     _, local = omniglot
     out = tmp_path / "omniglot"
@@ -271,6 +273,7 @@ class CorruptedMidRunOmniglot(OmniglotSource):
         return super().read_unit(unit)
 
 
+@pytest.mark.slow
 def test_failed_run_publishes_no_spec_and_keeps_the_old_output(s3, omniglot, tmp_path):
     fixture, local = omniglot
     source_zips = tmp_path / "zips"
@@ -340,6 +343,7 @@ def _archive_source_fixture(name: str, raw: Path):
     return fixture.root, get_source_class(name.split("_")[0])(**options)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["cifar100", "emnist", "lfw", "lfw_folders", "tfds"])
 def test_archive_and_data_dir_sources_read_s3_input(s3, tmp_path, name):
     """CIFAR-100 (tar.gz), EMNIST (zip of gzip IDX files), LFW (tgz, or person folders) and a
@@ -375,6 +379,7 @@ def _remote_root(s3: S3Server, raw: Path, fixture_root: Path, url: str) -> str:
     return url if relative == "." else f"{url}/{relative}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, write",
     [
@@ -397,6 +402,7 @@ def test_annotated_sources_read_s3_input(s3, tmp_path, name, write):
     _same_dataset(_files(remote), local, remote_root)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["tar", "tars"])
 def test_imagenet_archives_s3_to_s3_are_byte_identical_to_local(s3, tmp_path, layout, capsys):
     """The training tar of per-synset tars (or the folder of synset tars) in a bucket: planned
@@ -417,6 +423,9 @@ def test_imagenet_archives_s3_to_s3_are_byte_identical_to_local(s3, tmp_path, la
 
 
 def test_imagenet_training_tar_named_by_its_object_url(s3, tmp_path):
+    from episodes.records.storage_paths import use_options
+
+    use_options(s3.runner().options)  # as a command does before it plans: no earlier test's
     fixture = write_ilsvrc_fixture(tmp_path / "raw", layout="tar")
     url = _remote_root(s3, tmp_path / "raw", fixture.root, "s3://raw/imagenet_object")
     plan = IlsvrcSource(ilsvrc_allow_missing_classes=True).plan(f"{url}/{TRAIN_TAR}")
@@ -426,6 +435,7 @@ def test_imagenet_training_tar_named_by_its_object_url(s3, tmp_path):
     assert plan.units[0].payload[1:3] == ("member", f"{url}/{TRAIN_TAR}")
 
 
+@pytest.mark.slow
 def test_quickdraw_s3_to_s3_is_byte_identical_to_local(s3, tmp_path):
     """Rows read with one ranged read per unit; the truncated file is reported as locally."""
     classes = _some_classes("quickdraw")
@@ -439,6 +449,7 @@ def test_quickdraw_s3_to_s3_is_byte_identical_to_local(s3, tmp_path):
     _same_dataset(s3.objects("s3://out/quickdraw"), local, remote_root)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "source_cls, write",
     [(DTDSource, write_dtd_fixture), (TrafficSignSource, write_traffic_sign_fixture)],
@@ -455,6 +466,7 @@ def test_class_folder_sources_read_s3_input(s3, tmp_path, source_cls, write):
     _same_dataset(_files(remote), local, remote_root)
 
 
+@pytest.mark.slow
 def test_unfinished_remote_output_is_named_everywhere(s3, omniglot, tmp_path, capsys):
     _, local = omniglot
     for name in ("0.tfrecords", "0.index"):
@@ -489,6 +501,7 @@ def test_unfinished_remote_output_is_named_everywhere(s3, omniglot, tmp_path, ca
     assert "incomplete" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_fetch_brings_back_what_the_reader_reads(s3, omniglot, tmp_path, capsys):
     _, local = omniglot
     s3.upload(local, "s3://out/fetchme")
@@ -538,6 +551,7 @@ SHARD_ARGS = [
 ]
 
 
+@pytest.mark.slow
 def test_episode_shards_to_s3_match_local(s3, omniglot, tmp_path):
     from beam_pipelines import episodes as shards_cli
 
@@ -556,6 +570,7 @@ def test_episode_shards_to_s3_match_local(s3, omniglot, tmp_path):
     assert manifest["sha256"] == hashes and not (tmp_path / "shards" / "_sha256").exists()
 
 
+@pytest.mark.slow
 def test_embeddings_to_s3_match_local(s3, tmp_path):
     from splits.embeddings.pipeline import EmbedOptions, embed_dataset
     from tests.test_embed import write_random_checkpoint, write_tiny_dataset
@@ -632,6 +647,7 @@ def _killed_while_uploading(s3: S3Server, url: str) -> None:
         holder.wait()
 
 
+@pytest.mark.slow
 def test_clean_only_removes_a_killed_runs_leftovers_and_converts_nothing(s3, capsys):
     """kill -9 mid-upload into the staging prefix, and mid-publish into the output itself:
     `convert --clean-only` aborts both uploads and removes the staging objects, one line each
@@ -657,6 +673,7 @@ def test_clean_only_removes_a_killed_runs_leftovers_and_converts_nothing(s3, cap
     assert "nothing left over" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_killed_runs_leave_no_upload_after_the_next_run(s3, omniglot, tmp_path, capsys):
     """kill -9 of a process in the middle of an upload into a staging prefix leaves an open
     multipart upload and staging objects; the next conversion to that output removes both."""
@@ -696,6 +713,7 @@ def test_failed_job_aborts_the_uploads_of_its_staging_prefix(s3):
     assert _open_uploads(s3) == [] and s3.objects("s3://out/aborted") == {}
 
 
+@pytest.mark.slow
 def test_all_sources_from_a_bucket_root_to_a_bucket(s3, tmp_path, capsys):
     """`convert --all` on a bucket root: every source converted to OUT_ROOT/<dataset> in one
     pipeline, identical to a local --all run; a broken layout is skipped with its reason, as
@@ -773,6 +791,7 @@ def _run_cli(module: str, args: list[str], env_changes: dict) -> tuple[int, str,
     return done.returncode, done.stderr.strip(), time.monotonic() - start
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "module, args",
     [
@@ -803,6 +822,7 @@ def test_unreachable_store_or_no_credentials_give_one_line_at_once(module, args,
     assert rc == 2 and err.count("\n") == 0 and "no bucket 'nope'" in err, err
 
 
+@pytest.mark.slow
 def test_omniglot_s3_to_s3_on_a_dask_cluster_is_byte_identical(s3, omniglot, capsys):
     """Dask worker processes get the S3 options from the launcher (a worker plugin), as Beam's
     harness gives them on other runners: staging, spill and publishing in the bucket."""
@@ -848,6 +868,7 @@ convert(source, "s3://raw/omniglot", "s3://out/ctrlc/omniglot", runner, exit_on_
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_upload_aborts_it(s3, omniglot):
     """SIGINT while a worker's multipart upload is open: the conversion stops (exit 130), its
     staging prefix is removed and the upload aborted at once, no later run needed."""
@@ -873,6 +894,7 @@ def test_ctrl_c_mid_upload_aborts_it(s3, omniglot):
     assert s3.objects("s3://out/ctrlc") == {}
 
 
+@pytest.mark.slow
 def test_remote_verify_matches_local_and_names_a_damaged_object(s3, omniglot, capsys):
     from beam_pipelines.verify import verify_dataset, verify_remote_dataset
     from episodes.records import storage_paths
@@ -946,6 +968,7 @@ def _shards_read_where_it_lies(
     assert not (tmp_path / "d").exists()
 
 
+@pytest.mark.slow
 def test_episode_shards_read_an_s3_dataset_where_it_lies(s3, omniglot, tmp_path, capsys):
     """`--dataset s3://...`: the workers read the records by ranged reads (odd classes without
     their .index object: rebuilt from their records), and the shards are the local bytes."""
@@ -973,6 +996,7 @@ def _embed_here_and_from(store, url: str, tmp_path: Path) -> list[str]:
     return argv
 
 
+@pytest.mark.slow
 def test_embeddings_read_an_s3_dataset_where_it_lies(s3, tmp_path, capsys):
     """`splits.embed --dataset s3://...`: records read in the workers, the local run's npz bytes,
     a corrupt record skipped and named by its object URL."""

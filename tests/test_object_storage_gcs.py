@@ -113,6 +113,7 @@ def _no_staging_left(gcs: GcsServer) -> None:
     assert not [k for k in gcs.objects("gs://out") if any(p.startswith(".") for p in k.split("/"))]
 
 
+@pytest.mark.slow
 def test_omniglot_gs_to_gs_is_byte_identical_to_local(gcs, tmp_path, capsys):
     fixture = write_omniglot_fixture(tmp_path / "raw", drawers=2)
     local = tmp_path / "local"
@@ -125,6 +126,7 @@ def test_omniglot_gs_to_gs_is_byte_identical_to_local(gcs, tmp_path, capsys):
     _no_staging_left(gcs)
 
 
+@pytest.mark.slow
 def test_imagenet_tar_and_quickdraw_gs_to_gs_are_byte_identical_to_local(gcs, tmp_path):
     imagenet = write_ilsvrc_fixture(tmp_path / "imagenet", layout="tar")
     classes = _some_classes("quickdraw")
@@ -154,6 +156,7 @@ class FailingOmniglot(OmniglotSource):
         return super().read_unit(unit)
 
 
+@pytest.mark.slow
 def test_failed_gs_run_publishes_nothing(gcs, tmp_path):
     fixture = write_omniglot_fixture(tmp_path / "raw", drawers=2)
     remote_root = gcs.upload(fixture.root, "gs://raw/doomed")
@@ -163,6 +166,7 @@ def test_failed_gs_run_publishes_nothing(gcs, tmp_path):
     _no_staging_left(gcs)
 
 
+@pytest.mark.slow
 def test_gs_access_faults_are_one_line_at_once(gcs, tmp_path):
     argv = ["--source", "omniglot", "--output", str(tmp_path / "never"), "--input"]
     rc, err, _ = _run_cli("beam_pipelines.convert", [*argv, "gs://nope/x", *gcs.flags], {})
@@ -203,6 +207,7 @@ def omniglot_local(tmp_path_factory) -> Path:
     return local
 
 
+@pytest.mark.slow
 def test_episode_shards_read_a_gs_dataset_where_it_lies(gcs, omniglot_local, tmp_path, capsys):
     """`--dataset gs://...`: records read by ranged reads in the workers (odd classes without
     their .index object: rebuilt from their records); the shards are the local run's bytes."""
@@ -253,6 +258,7 @@ def _hidden(gcs: GcsServer, url: str) -> list[str]:
     return sorted(k for k in gcs.objects(url) if any(p.startswith(".") for p in k.split("/")))
 
 
+@pytest.mark.slow
 def test_the_next_run_removes_what_a_killed_gs_run_left(gcs, omniglot_local, tmp_path, capsys):
     """kill -9 of a conversion whose worker is stalled: its staging objects (`.NAME.tmp-PID-HEX8`
     beside the output) stay in the bucket; the next conversion removes them and names the prefix.

@@ -285,6 +285,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("command", "how"), CASES, ids=[f"{c}-{h}" for c, h in CASES])
 def test_output_overlapping_an_input_is_refused_and_the_input_kept(
     command, how, tmp_path, capsys, monkeypatch
@@ -320,6 +321,7 @@ def test_train_refuses_a_run_folder_inside_its_dataset(tmp_path, capsys):
     assert _tree(dataset) == before
 
 
+@pytest.mark.slow
 def test_convert_over_its_raw_input_as_a_user_runs_it(tmp_path):
     """The reported loss: `convert --input RAW --output RAW --overwrite` deleted RAW."""
     raw = _raw_omniglot(tmp_path)

@@ -199,6 +199,7 @@ def _error_line(stderr: str) -> str:
     return errors[0]
 
 
+@pytest.mark.slow
 def test_a_worker_pool_of_this_virtualenv_runs_the_conversion_unchanged(tmp_path, capsys):
     """The right set-up: the pool's `python` is this interpreter, the repository on its path.
     The probe names the workers' interpreter; every file is byte-identical to the
@@ -217,6 +218,7 @@ def test_a_worker_pool_of_this_virtualenv_runs_the_conversion_unchanged(tmp_path
     _assert_same_folders(tmp_path / "direct", tmp_path / "pool")
 
 
+@pytest.mark.slow
 def test_a_pool_whose_python_lacks_apache_beam_ends_in_one_line_not_a_hang(tmp_path):
     """Its workers die at start (their error only in the pool's output) and Beam's job service
     waits for them forever; the probe gives up after --worker-start-timeout, in one line that
@@ -239,6 +241,7 @@ def test_a_pool_whose_python_lacks_apache_beam_ends_in_one_line_not_a_hang(tmp_p
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_pool_whose_python_lacks_this_project_names_the_interpreter(tmp_path):
     """apache_beam imports, this repository does not: without the probe Beam failed the job
     with hundreds of traceback lines; now one line names the worker's interpreter, its
@@ -259,6 +262,7 @@ def test_a_pool_whose_python_lacks_this_project_names_the_interpreter(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_no_worker_pool_at_the_address_is_one_line(tmp_path, capsys):
     port = _free_port()  # nothing listens there
     raw = write_runner_check_input("omniglot", tmp_path / "raw")
@@ -269,6 +273,7 @@ def test_no_worker_pool_at_the_address_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_no_job_service_at_the_endpoint_is_one_line(tmp_path, capsys):
     raw = write_runner_check_input("omniglot", tmp_path / "raw")
     flags = _external(_free_port(), "--job_server_timeout", "2")

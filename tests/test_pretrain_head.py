@@ -312,6 +312,7 @@ def test_a_cosine_checkpoint_loads_with_its_head_and_batches_under_vmap(cosine_r
     assert torch.equal(copy.classifier.layer.g, saved["classifier.layer.g"])  # not re-initialised
 
 
+@pytest.mark.slow
 def test_two_ranks_initialise_the_head_as_one_process(tmp_path: Path) -> None:
     """torchrun, 2 ranks x 1 batch against one process with --meta-batch 2: g is set from
     rank 0's first batch (the first batch of the one process) and broadcast, so the weights and

@@ -164,6 +164,7 @@ MODULES = {
 }
 
 
+@pytest.mark.slow
 def test_every_module_and_package_declares_its_names():
     missing = sorted(name for name, path in MODULES.items() if _declared(path) is None)
     assert not missing, f"no __all__: {missing}"
@@ -206,6 +207,7 @@ def test_a_packages_declared_names_resolve(package):
         assert getattr(module, name) is not None, f"{package}.{name}"
 
 
+@pytest.mark.slow
 def test_the_other_packages_import_only_declared_names():
     """`from episodes.X import name` outside `episodes` (and the same for `splits`) names one of
     X's `__all__`, or a submodule: what a package declares is what the others use."""

@@ -164,6 +164,7 @@ def test_a_run_written_before_the_move_loads_every_state_it_saved(run, tmp_path)
     assert torch.equal(torch.get_rng_state(), payload["torch_rng"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", sorted(FLAGS))
 def test_a_run_written_before_the_move_resumes_as_if_never_stopped(run, tmp_path):
     old = _copy(run, tmp_path / "old")

@@ -149,6 +149,7 @@ def test_a_flag_declared_twice_is_refused_not_resolved():
     assert [g.title for g in parser._action_groups][-1] == "shared (a, b)"
 
 
+@pytest.mark.slow
 def test_convert_and_convert_all_import_without_a_cycle():
     """convert_all does not import convert (they share beam_pipelines.convert_options)."""
     code = "import sys, beam_pipelines.convert_all; print('beam_pipelines.convert' in sys.modules)"

@@ -54,6 +54,7 @@ def runs(unit):
     return {r: run_atg(unit, ATGConfig(r, iterations=ITERATIONS)) for r in TARGETS}
 
 
+@pytest.mark.slow
 def test_achieved_divergence_within_five_percent(runs):
     for r, res in runs.items():
         assert abs(res.achieved_divergence - r) <= 0.05 * r, (r, res.achieved_divergence)
@@ -162,6 +163,7 @@ def test_fast_class_dot_matches_autograd():
     assert torch.autograd.gradcheck(fast, (mu,))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("divergence", ["kl", "euclidean", "wasserstein2"])
 def test_other_divergences_reach_their_target(divergence):
     unit = clustered_embeddings(n=40, d=8, clusters=4)
@@ -205,6 +207,7 @@ def _write_embeddings(path, n=30, d=8, nan=False):
     return path
 
 
+@pytest.mark.slow
 def test_cli_sweep_writes_one_file_per_r(tmp_path, capsys):
     emb = _write_embeddings(tmp_path / "toy.npz")
     out = tmp_path / "out"
@@ -363,6 +366,7 @@ def test_a_diverged_or_missed_run_is_a_failure_not_a_split(unit):
         run_atg(unit, ATGConfig(0.96, iterations=5, restarts=2))
 
 
+@pytest.mark.slow
 def test_reachable_check_names_the_reachable_range(unit):
     reachable_check(unit, ATGConfig(0.96))
     reachable_check(unit, ATGConfig(0.0))

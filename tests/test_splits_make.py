@@ -149,6 +149,7 @@ def test_every_method_is_registered_by_its_module_name():
         register_method(Misnamed)
 
 
+@pytest.mark.slow
 def test_python_api_makes_the_same_split_as_the_functions(inputs):
     method = get_method("random", fractions=(0.7, 0.15, 0.15))
     split = method.make(SplitInputs(class_names=inputs["names"], seed=2))
@@ -232,6 +233,7 @@ def test_default_output_is_splits_dataset_and_the_method_file_name(inputs, tmp_p
     assert read_split_file("mine/random_seed4.json").dataset == "names"
 
 
+@pytest.mark.slow
 def test_old_names_and_spellings_write_the_same_bytes_with_notes(inputs, tmp_path, capsys):
     old_dir, new_dir = tmp_path / "old", tmp_path / "new"
     runs = [

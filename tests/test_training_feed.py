@@ -103,6 +103,7 @@ def no_children_left(timeout: float = 10.0) -> bool:
     return not multiprocessing.active_children()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["records", "cache", "synthetic", "batches"])
 def test_workers_yield_exactly_the_inline_items_in_order(which, jpeg_dataset, cached_dataset):
     """Resumed at item 5, two workers (forkserver) give the items of the training process."""
@@ -590,6 +591,7 @@ def alive(pid: int) -> bool:
     return "State:\tZ" not in status
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "loading", [["--loader-workers", "2"], ["--decode-processes", "2"]], ids=["workers", "decode"]
 )

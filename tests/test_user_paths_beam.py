@@ -112,6 +112,7 @@ def slow_raw(tmp_path_factory) -> Path:
 SLOW = ("--image-size", "640", "--image-mode", "RGB", "--direct_num_workers", "2")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("every_source", [False, True], ids=["one-source", "all"])
 def test_ctrl_c_stops_at_once_removes_staging_and_prints_one_line(every_source, slow_raw, tmp_path):
     out = tmp_path / "converted" / "omniglot"
@@ -146,6 +147,7 @@ def test_ctrl_c_stops_at_once_removes_staging_and_prints_one_line(every_source, 
     _wait_group_gone(proc.pid)
 
 
+@pytest.mark.slow
 def test_kill_9_leftovers_are_removed_by_the_next_run(slow_raw, tmp_path):
     out = tmp_path / "omniglot"
     proc = _start(_convert_cmd(slow_raw, out, *SLOW))
@@ -170,6 +172,7 @@ def _progress_totals(text: str) -> list[tuple[int, int]]:
     ]
 
 
+@pytest.mark.slow
 def test_second_conversion_to_one_output_is_refused_while_the_first_lives(tmp_path):
     raw = tmp_path / "raw"
     write_omniglot_fixture(raw, drawers=8)
@@ -202,6 +205,7 @@ def test_second_conversion_to_one_output_is_refused_while_the_first_lives(tmp_pa
     assert not (out.parent / f".{out.name}.lock").exists() and not _staging(out)
 
 
+@pytest.mark.slow
 def test_fifo_link_loops_and_folder_loops_are_listed_as_skipped(tmp_path):
     raw = tmp_path / "raw"
     write_omniglot_fixture(raw)
@@ -248,6 +252,7 @@ def _bilevel_png(path: Path, side: int) -> None:
     )
 
 
+@pytest.mark.slow
 def test_image_over_the_shared_size_limit_is_rejected_at_conversion(tmp_path):
     from episodes.images.image_size_limit import MAX_IMAGE_PIXELS, size_problem
 
@@ -286,6 +291,7 @@ def _emnist_cmd(root: Path, out: Path, *extra: str) -> list[str]:
     return _convert_cmd(root, out, "--emnist-split", "mnist", *extra, source="emnist")
 
 
+@pytest.mark.slow
 def test_idx_orientation_and_class_names_file(tmp_path):
     import io
 
@@ -324,6 +330,7 @@ def test_idx_orientation_and_class_names_file(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_the_shards_job_prints_one_line_and_leaves_nothing(tmp_path):
     """`beam_pipelines.episodes` stops like a conversion: one line, no staging folder, 130."""
     raw = tmp_path / "raw"

@@ -86,6 +86,7 @@ def one_line(result: subprocess.CompletedProcess, path: Path) -> None:
     assert said == [f"error: {path}: {NO_SPACE}"], result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("small_disk", [200_000], indirect=True)
 def test_a_full_disk_while_saving_a_checkpoint(small_disk: SmallDisk) -> None:
     run = small_disk.folder / "run"
@@ -103,6 +104,7 @@ def test_a_full_disk_while_saving_a_checkpoint(small_disk: SmallDisk) -> None:
     assert f"step_{step:08d}.pt" == saved[-1] and step < int(failed[5:13])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("small_disk", [0], indirect=True)
 def test_a_full_disk_leaves_no_evaluation_folder_and_no_picture(
     small_disk: SmallDisk, tmp_path: Path
@@ -128,6 +130,7 @@ def test_a_full_disk_leaves_no_evaluation_folder_and_no_picture(
     assert small_disk.everything() == before  # no 0-byte PNG, no temporary one
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("small_disk", [200_000], indirect=True)
 def test_a_full_disk_during_a_conversion_with_two_workers(
     small_disk: SmallDisk, tmp_path: Path
@@ -145,6 +148,7 @@ def test_a_full_disk_during_a_conversion_with_two_workers(
     assert small_disk.everything() == []  # no staging folder, no lock, no output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("small_disk", [40_000], indirect=True)
 def test_a_full_disk_while_caching_or_embedding_leaves_no_folder(
     small_disk: SmallDisk, tmp_path: Path

@@ -188,6 +188,7 @@ def test_saved_config_says_which_inference_runs(tmp_path: Path, capsys) -> None:
 # --- 8: Ctrl-C ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ctrl_c_prints_one_line_saying_how_to_resume(tmp_path: Path) -> None:
     run = tmp_path / "protonet"
     args = [
@@ -239,6 +240,7 @@ def assert_one_line_naming(result: subprocess.CompletedProcess, path: Path) -> N
     assert len(lines) == 1 and lines[0].startswith("error: ") and str(path) in lines[0], lines
 
 
+@pytest.mark.slow
 def test_unwritable_outputs_end_in_one_line_naming_the_path(
     multiclass_run: Path, tmp_path: Path
 ) -> None:

@@ -49,6 +49,7 @@ def photos(tmp_path_factory):
 # ------------------------------------------------------------------ options, byte for byte
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("resize", ["reference", "antialias"])
 def test_every_reader_option_gives_the_same_episodes_byte_for_byte(photos, tmp_path, resize):
     config = SamplerConfig(min_ways=2, max_ways=2)

@@ -52,6 +52,7 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_second_train_on_one_output_is_refused_while_the_first_lives(tmp_path: Path, capsys):
     run = tmp_path / "run"
     first = start_python_m("learners.train", *train_args(run, 100000))
@@ -187,6 +188,7 @@ def test_float_flags_of_other_commands_refuse_non_finite_values(capsys, value: s
     assert f"--base-novel-lambda: {value!r}: expected a finite number" in err
 
 
+@pytest.mark.slow
 def test_a_non_finite_loss_stops_with_the_step_and_the_last_good_snapshot(tmp_path: Path):
     run = tmp_path / "run"
     args = [*train_args(run, 20, "--optimizer", "sgd", "--lr", "1e30"), "--validation-episodes"]

@@ -130,6 +130,7 @@ JOBS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(JOBS))
 def test_sigterm_then_kill_9_of_a_beam_job_leave_nothing_after_the_next_run(name, work, tmp_path):
     job = JOBS[name]
@@ -173,6 +174,7 @@ def _newest_step(run: Path) -> int:
     return max((int(p.stem[5:]) for p in (run / "checkpoints").glob("step_*.pt")), default=0)
 
 
+@pytest.mark.slow
 def test_train_with_loader_workers_then_evaluate_under_sigterm_and_kill_9(work, tmp_path):
     """Train's DataLoader workers end with it however it ends (kill -9 included: they watch
     the training process, the forkserver they hang from would keep them); the lock kill -9
@@ -235,6 +237,7 @@ def test_train_with_loader_workers_then_evaluate_under_sigterm_and_kill_9(work, 
     assert steps == list(range(1, step + 3))  # each step once, across three processes
 
 
+@pytest.mark.slow
 def test_sigterm_then_kill_9_of_fetch_leave_nothing_after_the_next_run(s3, work, tmp_path):  # noqa: F811
     """episodes.fetch stops at once on SIGTERM (the queued copies cancelled, the staging folder
     removed), and the next fetch removes what a killed one left beside its folder."""

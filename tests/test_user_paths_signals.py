@@ -51,6 +51,7 @@ def _a_minute_later(pid: int) -> None:
         os.utime(Path("/dev/shm") / name, (0, 0))
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_conversion_like_ctrl_c(slow_raw, tmp_path):  # noqa: F811
     out = tmp_path / "omniglot"
     proc = _start(_convert_cmd(slow_raw, out, *SLOW))
@@ -68,6 +69,7 @@ def test_sigterm_stops_a_conversion_like_ctrl_c(slow_raw, tmp_path):  # noqa: F8
     _wait_group_gone(proc.pid)
 
 
+@pytest.mark.slow
 def test_kill_9_of_a_conversion_is_silent_and_clean_only_removes_its_leftovers(
     slow_raw,  # noqa: F811
     tmp_path,
@@ -111,6 +113,7 @@ def _shards_cmd(dataset: Path, out: Path, episodes: int) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_sigterm_and_kill_9_in_the_shards_job_leave_nothing_after_the_next_run(
     small_dataset: Path, tmp_path: Path
 ) -> None:
@@ -139,6 +142,7 @@ def test_sigterm_and_kill_9_in_the_shards_job_leave_nothing_after_the_next_run(
     assert leftovers() == [] and (out / "episodes.json").is_file()
 
 
+@pytest.mark.slow
 def test_a_second_shards_job_on_one_output_is_refused_while_the_first_lives(
     small_dataset: Path, tmp_path: Path
 ) -> None:
@@ -164,6 +168,7 @@ def _reader(dataset: Path, episodes: int) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_reader_leaves_no_shared_memory_and_kill_9_leftovers_go(
     small_dataset: Path,
 ) -> None:
@@ -223,6 +228,7 @@ def _newest_step(run: Path) -> int:
     return max((int(p.stem[5:]) for p in (run / "checkpoints").glob("step_*.pt")), default=0)
 
 
+@pytest.mark.slow
 def test_sigterm_and_kill_9_of_train_with_decode_processes_leave_nothing(
     small_dataset: Path, tmp_path: Path
 ) -> None:

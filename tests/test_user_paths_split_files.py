@@ -150,6 +150,7 @@ def test_dag_nodes_wholly_in_a_split_are_kept_and_the_others_named() -> None:
     assert EpisodeSampler(cut, "test", SamplerConfig(), seed=0).hierarchy_kind == "flat"
 
 
+@pytest.mark.slow
 def test_evaluate_honours_records_or_refuses_a_split_file(toy, tmp_path: Path, capsys) -> None:
     spec, aligned, mixed = toy
     run = tmp_path / "run"

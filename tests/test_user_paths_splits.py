@@ -237,6 +237,7 @@ def test_bad_split_files_are_one_line_errors_naming_the_path(converted, tmp_path
 # Item 7: ATG refuses unreachable R up front and never saves a diverged or missed solution
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("r", ["100", "30"])
 def test_atg_refuses_an_unreachable_r_naming_the_reachable_range(converted, tmp_path, capsys, r):
     names = load_spec(converted).class_names
@@ -261,6 +262,7 @@ def test_atg_refuses_an_unreachable_r_naming_the_reachable_range(converted, tmp_
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
+@pytest.mark.slow
 def test_atg_never_saves_a_split_that_misses_r(converted, tmp_path, capsys):
     # The literal summed likelihood at lambda = 1 outweighs the penalty M-fold: D stays far
     # below R. That split used to be saved; now the command says so and writes nothing.
@@ -293,6 +295,7 @@ def test_atg_never_saves_a_split_that_misses_r(converted, tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_atg_sweep_refuses_before_any_long_work(converted, tmp_path, capsys):
     emb = _embeddings(tmp_path / "emb.npz", load_spec(converted).class_names)
     out = tmp_path / "sweep"
