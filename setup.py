@@ -63,7 +63,7 @@ setup(
             "google-apitools>=0.5.31",
             "google-auth-httplib2>=0.2",
         ],
-        # `--runner DaskRunner` (beam_pipelines.dask_runner), as Beam's own dask extra.
+        # `--runner DaskRunner` (beam_pipelines.runners.dask_runner), as Beam's own dask extra.
         "dask": ["dask>=2024.4.2", "distributed>=2024.4.2"],
         # GPU JPEG decoding (decode_device="cuda"): the torchvision built for the CUDA torch
         # installed (BUILD.md, GPU install); NVML for the feed benchmark's GPU utilisation.

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import apache_beam as beam
 
-from beam_pipelines.interrupt_exit import exit_on_interrupt
-from beam_pipelines.job_faults import UNWRITABLE_ERRNOS, unwritable_output_in_one_line
 from beam_pipelines.old_positional import parse_with_one_dataset
-from beam_pipelines.output_lock import acquire_output_lock
-from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from beam_pipelines.runners.interrupt_exit import exit_on_interrupt
+from beam_pipelines.runners.job_faults import UNWRITABLE_ERRNOS, unwritable_output_in_one_line
+from beam_pipelines.runners.options import add_runner_arguments, make_runner
+from beam_pipelines.runners.output_lock import acquire_output_lock
 from episodes.images.decoded_cache import (
     MANIFEST,
     ClassArray,
@@ -55,6 +55,16 @@ from episodes.util.cli_style import (
 from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.npy_maps import open_npy_map
 from episodes.util.output_overlap import refuse_overlap
+
+__all__ = [
+    "build_cache",
+    "build_parser",
+    "class_entries",
+    "DecodeClassFn",
+    "main",
+    "SUM_SUFFIX",
+    "unwritable_cache_in_one_line",
+]
 
 SUM_SUFFIX = ".npy.sum"  # per-class entry the workers leave for the driver's manifest
 
@@ -153,7 +163,7 @@ def build_cache(
     cache folder is locked for the job (a second one is refused) and the staging folders that
     killed jobs left beside it are removed first. `exit_on_ctrl_c` (the CLI): Ctrl-C or SIGTERM
     while the pipeline runs removes the staging folder, frees the lock and ends the process in
-    one line (beam_pipelines.interrupt_exit)."""
+    one line (beam_pipelines.runners.interrupt_exit)."""
     target = cache_path(spec.root, size, cache_root)
     # its designed place is inside the dataset (or under --cache-root): never the dataset itself
     refuse_overlap(

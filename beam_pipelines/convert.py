@@ -2,7 +2,7 @@
 dataset into per-class TFRecords + index files + dataset_spec.json with Apache Beam.
 
 `--list-sources` prints every source with the raw layout it expects; `--source NAME --help`
-lists that source's options (its typed config, beam_pipelines.sources.source_config). `--all`
+lists that source's options (its typed config, beam_pipelines.sources._lib.source_config). `--all`
 converts every source found under RAW (beam_pipelines.convert_all). Unknown runner flags go to
 Beam (Dataflow, Flink, Spark).
 """
@@ -15,15 +15,17 @@ import sys
 from pathlib import Path
 
 from beam_pipelines import convert_all
-from beam_pipelines.conversion import check_output, clean_leftovers, convert
-from beam_pipelines.convert_options import add_source_arguments, conversion_parser
+from beam_pipelines.conversion.options import add_source_arguments, conversion_parser
+from beam_pipelines.conversion.pipeline import check_output, clean_leftovers, convert
 from beam_pipelines.download import download_for_convert
-from beam_pipelines.runner_options import make_runner
+from beam_pipelines.runners.options import make_runner
 from beam_pipelines.sources import SOURCES, get_source_class
-from episodes.records import storage_paths
+from episodes.storage import paths as storage_paths
 from episodes.util.cli_errors import UsageError, run_main, user_faults
 from episodes.util.cli_style import CommandParser
 from episodes.util.output_overlap import refuse_overlap
+
+__all__ = ["build_parser", "chosen_command", "clean_only", "list_sources", "main"]
 
 
 def build_parser(source: str | None = None) -> CommandParser:

@@ -33,27 +33,42 @@ from pathlib import Path
 
 import apache_beam as beam
 
-from beam_pipelines.conversion import (
+from beam_pipelines.conversion.options import add_source_arguments, conversion_parser
+from beam_pipelines.conversion.pipeline import (
     abort_output,
     begin_output,
     check_output,
     commit_output,
     lock_local_output,
 )
-from beam_pipelines.conversion_progress import ProgressReporter
-from beam_pipelines.convert_options import add_source_arguments, conversion_parser
-from beam_pipelines.interrupt_exit import exit_on_interrupt, interrupts_deferred
-from beam_pipelines.runner_options import RunnerChoice, make_runner
+from beam_pipelines.conversion.progress import ProgressReporter
+from beam_pipelines.conversion.writer import ConvertUnits
+from beam_pipelines.runners.interrupt_exit import exit_on_interrupt, interrupts_deferred
+from beam_pipelines.runners.options import RunnerChoice, make_runner
 from beam_pipelines.sources import SOURCES
+from beam_pipelines.sources._lib.source_config import SourceConfig
 from beam_pipelines.sources.base import ConversionPlan, LayoutError, Source
-from beam_pipelines.sources.source_config import SourceConfig
-from beam_pipelines.writer import ConvertUnits
-from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec
+from episodes.storage import paths as storage_paths
 from episodes.util.atomic_files import missing_parents, remove_if_empty
 from episodes.util.cli_errors import run_main, user_faults
 from episodes.util.cli_style import CommandParser
 from episodes.util.output_overlap import refuse_overlap
+
+__all__ = [
+    "AllSourcesReport",
+    "build_parser",
+    "candidate_sources",
+    "configs_from_args",
+    "convert_all",
+    "main",
+    "output_location",
+    "plan_sources",
+    "RemoteRoot",
+    "source_folder",
+    "SourceOutcome",
+    "split_file_in",
+]
 
 
 @dataclass
@@ -274,7 +289,7 @@ def _convert_planned(
     ctrl_c_locks: ExitStack | None,
 ) -> AllSourcesReport:
     """Convert the planned sources; with `ctrl_c_locks`, a Ctrl-C removes every staging folder,
-    releases these locks and ends the process (beam_pipelines.interrupt_exit)."""
+    releases these locks and ends the process (beam_pipelines.runners.interrupt_exit)."""
     for outcome in planned:  # refuse before any work starts
         check_output(output_root / outcome.plan.dataset_name, overwrite)
     temps: dict[str, Path] = {}

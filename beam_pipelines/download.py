@@ -3,10 +3,10 @@ archives into the layout `convert --source NAME --input RAW` reads (`--all`: eve
 downloads, each into RAW/<source>/, as `convert --all --input RAW` finds them).
 
 What is fetched is what each source declares (`Source.downloads`,
-beam_pipelines.sources.raw_downloads): URLs, sizes and SHA-256 registered by the installed
-tensorflow-datasets (read at run time, beam_pipelines.download_registry), or a published URL and
+beam_pipelines.sources._lib.raw_downloads): URLs, sizes and SHA-256 registered by the installed
+tensorflow-datasets (read at run time, beam_pipelines.downloads.registry), or a published URL and
 digest with its origin. A file is fetched through `NAME.part` (resumed with HTTP Range after
-any stop), verified, renamed into place (beam_pipelines.http_fetch) and, where the layout wants
+any stop), verified, renamed into place (beam_pipelines.downloads.http_fetch) and, where the layout wants
 the folders, extracted; a verified file already there is not fetched again (a `.NAME.verified`
 stamp spares re-hashing it). A file without a known digest is fetched only with
 `--allow-unverified`; files behind a login (ILSVRC-2012) are named with where to put them, one
@@ -29,15 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from beam_pipelines.download_registry import (
-    ByHandFile,
-    RegistryError,
-    RemoteFile,
-    by_hand_files,
-    raw_folder_name,
-    remote_files,
-)
-from beam_pipelines.http_fetch import (
+from beam_pipelines.downloads.http_fetch import (
     Expected,
     FetchError,
     FetchOptions,
@@ -46,16 +38,50 @@ from beam_pipelines.http_fetch import (
     mismatch,
     part_path,
 )
-from beam_pipelines.output_lock import OutputLockedError, acquire_output_lock
+from beam_pipelines.downloads.registry import (
+    ByHandFile,
+    RegistryError,
+    RemoteFile,
+    by_hand_files,
+    raw_folder_name,
+    remote_files,
+)
+from beam_pipelines.runners.output_lock import OutputLockedError, acquire_output_lock
 from beam_pipelines.sources import SOURCES, get_source_class
+from beam_pipelines.sources._lib.source_config import add_config_arguments, option
 from beam_pipelines.sources.base import LayoutError, Source
-from beam_pipelines.sources.source_config import add_config_arguments, option
 from episodes.util.atomic_files import missing_parents, remove_if_empty, write_text_atomically
 from episodes.util.cli_errors import UserError, UserErrors, run_main, user_faults
 from episodes.util.cli_style import CommandParser, command_parser
 from episodes.util.config_flags import check_fields, config_from_args
 from episodes.util.progress_lines import ProgressLines
 from episodes.util.termination import note_signal
+
+__all__ = [
+    "build_parser",
+    "by_hand_line",
+    "download_for_convert",
+    "download_source",
+    "DownloadConfig",
+    "DownloadError",
+    "ensure_by_hand",
+    "ensure_extracted",
+    "ensure_file",
+    "extract_archive",
+    "file_url",
+    "interrupted_line",
+    "list_downloads",
+    "main",
+    "Outcome",
+    "report",
+    "run_downloads",
+    "SAFE_TAR",
+    "sigterm_as_interrupt",
+    "source_status",
+    "targets",
+    "total_size",
+    "UnverifiedError",
+]
 
 
 class DownloadError(UserError):
@@ -68,7 +94,7 @@ class UnverifiedError(DownloadError):
 
 @dataclass(frozen=True)
 class DownloadConfig:
-    """The download command's options (each a flag, beam_pipelines.sources.source_config)."""
+    """The download command's options (each a flag, beam_pipelines.sources._lib.source_config)."""
 
     mirror: str | None = option(
         None,

@@ -2,5 +2,7 @@
 
 from episodes.util.moved_command import run_moved
 
+__all__ = []
+
 if __name__ == "__main__":
     run_moved("beam_pipelines.embed", "splits.embed")

@@ -29,12 +29,16 @@ from typing import Any, BinaryIO
 
 import apache_beam as beam
 
-from beam_pipelines.conversion import output_exists
-from beam_pipelines.interrupt_exit import exit_on_interrupt
-from beam_pipelines.job_faults import unwritable_output_in_one_line
-from beam_pipelines.output_lock import OutputLock, acquire_output_lock, clear_remote_leftovers
+from beam_pipelines.conversion.pipeline import output_exists
 from beam_pipelines.remote_episode_source import RemoteEpisodeSource
-from beam_pipelines.runner_options import add_runner_arguments, make_runner
+from beam_pipelines.runners.interrupt_exit import exit_on_interrupt
+from beam_pipelines.runners.job_faults import unwritable_output_in_one_line
+from beam_pipelines.runners.options import add_runner_arguments, make_runner
+from beam_pipelines.runners.output_lock import (
+    OutputLock,
+    acquire_output_lock,
+    clear_remote_leftovers,
+)
 from episodes.reading.episode_shards import (
     MANIFEST,
     SHARDS_FORMAT,
@@ -43,7 +47,6 @@ from episodes.reading.episode_shards import (
     shard_indices,
 )
 from episodes.reading.reader import EpisodeReader
-from episodes.records import storage_paths
 from episodes.records.reader_errors import ReaderError
 from episodes.records.tfrecord_io import frame_record
 from episodes.sampling.episode_cli import (
@@ -53,12 +56,33 @@ from episodes.sampling.episode_cli import (
     sampling_mode_from_args,
 )
 from episodes.sampling.modes import manifest_fields, mode_from_json
+from episodes.storage import paths as storage_paths
 from episodes.util.atomic_files import atomic_path, replace_folder, staging_folder
 from episodes.util.cli_errors import OutputExistsError, user_faults
 from episodes.util.cli_style import command_parser
 from episodes.util.dead_job_leftovers import clear_leftovers
 from episodes.util.output_overlap import refuse_overlap
 from episodes.util.progress_lines import ProgressLines
+
+__all__ = [
+    "build_parser",
+    "default_num_shards",
+    "HASH_FOLDER",
+    "hash_path",
+    "main",
+    "manifest_for",
+    "MAX_DEFAULT_SHARDS",
+    "mean_episode_bytes",
+    "remove_hashes",
+    "sha256_of",
+    "shard_sha256",
+    "ShardJob",
+    "SIZE_SAMPLE_EPISODES",
+    "TARGET_SHARD_BYTES",
+    "write_episode_shards",
+    "write_shard",
+    "WriteShardFn",
+]
 
 # Default shard count: shards of about TARGET_SHARD_BYTES (TensorFlow's TFRecord guide asks for
 # files of 10+ MB, ideally 100+ MB, for read throughput), estimated from the encoded images of
@@ -252,7 +276,7 @@ def write_episode_shards(
 ) -> dict[str, Any]:
     """Validate, run the pipeline into a staging folder, then move it to `output`.
     `exit_on_ctrl_c` (the CLI): a Ctrl-C or SIGTERM while the pipeline runs removes the staging
-    folder and ends the process with one line (beam_pipelines.interrupt_exit). A local output
+    folder and ends the process with one line (beam_pipelines.runners.interrupt_exit). A local output
     is locked for the job (a second job on it is refused), and staging folders of jobs that
     died beside it are removed first. The output is never a dataset, split file or index cache
     the job reads, nor a folder around or inside one (episodes.util.output_overlap)."""

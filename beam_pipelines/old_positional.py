@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 from episodes.util.cli_style import OLD_SPELLINGS_UNTIL, single_dataset
 
+__all__ = ["parse_with_one_dataset", "positional_as_flag"]
+
 
 def positional_as_flag(
     parser: argparse.ArgumentParser, argv: Sequence[str], flag: str = "--dataset"

@@ -3,7 +3,7 @@
 `EpisodeReader` opens local folders only. A shards worker needs less of it: the description of
 episode i (a pure function of the specs, split, sampler config and seed: the same
 `sampler_factory.make_sampler` the reader uses) and the encoded bytes of its records, read here
-with one ranged read each (`episodes.records.remote_records`). So `--dataset s3://...` works on
+with one ranged read each (`episodes.storage.remote_records`). So `--dataset s3://...` works on
 any runner without a local copy, and the shards are byte-identical to those of a local folder.
 Local folders among the datasets are read from disk as the reader reads them.
 """
@@ -15,7 +15,6 @@ from typing import Any
 
 from episodes.images.record_images import RecordImages
 from episodes.reading.reader import encoded_episode_images
-from episodes.records import storage_paths
 from episodes.records.dataset_spec import DatasetSpec, Split
 from episodes.records.reader_errors import ReaderError
 from episodes.records.record_reader import RecordReader
@@ -26,6 +25,9 @@ from episodes.sampling.sampler_factory import (
     read_split_file,
 )
 from episodes.sampling.sampling_mode import SamplingMode
+from episodes.storage import paths as storage_paths
+
+__all__ = ["load_any_dataset", "RemoteEpisodeSource"]
 
 
 def load_any_dataset(
@@ -36,7 +38,7 @@ def load_any_dataset(
     if not storage_paths.is_remote(location):
         spec = load_dataset(location, split_file)
         return spec, RecordReader(spec.root, spec.file_pattern), None
-    from episodes.records.remote_records import RemoteRecordReader, load_remote_dataset
+    from episodes.storage.remote_records import RemoteRecordReader, load_remote_dataset
 
     spec, listing = load_remote_dataset(location)
     if split_file is not None:
@@ -81,7 +83,7 @@ class RemoteEpisodeSource:
 
     @staticmethod
     def _check_records(spec: DatasetSpec, listing: dict[str, int], classes, location: str) -> None:
-        from episodes.records.remote_records import missing_records
+        from episodes.storage.remote_records import missing_records
 
         missing = missing_records(spec, listing, classes)
         if missing:

@@ -27,7 +27,7 @@ import numpy as np
 from PIL import Image
 
 from beam_pipelines.old_positional import parse_with_one_dataset
-from beam_pipelines.runner_options import add_storage_timeout_argument, storage_timeout
+from beam_pipelines.runners.options import add_storage_timeout_argument, storage_timeout
 from episodes.images.decoded_cache import verify_cache
 from episodes.images.image_size_limit import use_image_size_limit
 from episodes.records.dataset_spec import SPEC_FILENAME, DatasetSpec, SpecError, Split, load_spec
@@ -41,8 +41,8 @@ from episodes.records.record_index import (
     keep_index,
     read_index,
 )
-from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
 from episodes.records.tfrecord_io import CorruptRecordError, iter_record_offsets
+from episodes.storage.access import DEFAULT_TIMEOUT_S, check_access
 from episodes.util.cli_errors import UsageError, run_main, user_faults
 from episodes.util.cli_style import (
     CommandParser,
@@ -50,6 +50,19 @@ from episodes.util.cli_style import (
     command_parser,
 )
 from episodes.util.progress_lines import ProgressLines
+
+__all__ = [
+    "build_parser",
+    "format_report",
+    "IndexCheck",
+    "main",
+    "verify_class",
+    "verify_dataset",
+    "verify_remote",
+    "verify_remote_dataset",
+    "VERIFY_THREADS",
+    "VerifyReport",
+]
 
 use_image_size_limit()  # every image the converter accepts must decode here
 
@@ -233,7 +246,7 @@ def verify_remote_dataset(url: str, decode: bool = True, progress: bool = True) 
     from concurrent.futures import ThreadPoolExecutor
 
     from episodes.fetch import fetch_object
-    from episodes.records import storage_paths
+    from episodes.storage import paths as storage_paths
 
     report = VerifyReport(url)  # type: ignore[arg-type]  # shown as given
     start = time.monotonic()
@@ -323,7 +336,7 @@ def verify_remote(
     conversion), else verify it class by class (`verify_remote_dataset`)."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from episodes.records import storage_paths
+    from episodes.storage import paths as storage_paths
 
     unknown = storage_paths.unknown_local_flags(beam_args)
     if unknown or not is_remote(url):

@@ -5,7 +5,7 @@ One class of 2,000 JPEGs of about 100 KB each (an ImageNet class holds about 1,3
 JPEGs) is converted with 2 local worker processes, once per writer, each conversion in a fresh
 launcher process. Buffered: the encoded images cross the GroupByKey and the class file is built
 in memory (the writer before streaming). Streaming: records wait in spill files, references
-cross the GroupByKey, the class file is streamed (beam_pipelines.frame_spill). Printed per writer: the peak RSS of the largest worker process (the one that
+cross the GroupByKey, the class file is streamed (beam_pipelines.conversion.frame_spill). Printed per writer: the peak RSS of the largest worker process (the one that
 writes the class file; ru_maxrss of the launcher's children), the launcher's own peak RSS (the
 local runner keeps the grouped images there), and the time. Run from the repository root:
 
@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from beam_pipelines.conversion.writer import EncodeImagesFn
 from beam_pipelines.sources.base import ClassInfo, ConversionPlan, RawItem, Source, WorkUnit
-from beam_pipelines.writer import EncodeImagesFn
 from episodes.records.example_proto import encode_image_example
 from episodes.records.record_index import RecordIndex
 from episodes.records.tfrecord_io import frame_record
@@ -71,7 +71,7 @@ def buffered_write_class_file(
     """The class writer before streaming (the baseline): the class's records in one buffer."""
     from apache_beam.io.filesystems import FileSystems
 
-    from beam_pipelines.writer import _write_bytes, class_file_names
+    from beam_pipelines.conversion.writer import _write_bytes, class_file_names
 
     class_id, batches = element
     values = [value for batch in batches for value in batch]
@@ -161,9 +161,9 @@ def run_one(
     beam_args: list[str] | None = None,
 ) -> dict[str, Any]:
     """One conversion in this (fresh) process; its peak RSS and its workers'."""
-    from beam_pipelines import writer as writer_module
-    from beam_pipelines.conversion import convert
-    from beam_pipelines.runner_options import make_runner
+    from beam_pipelines.conversion import writer as writer_module
+    from beam_pipelines.conversion.pipeline import convert
+    from beam_pipelines.runners.options import make_runner
 
     if writer == "buffered":  # today's pipeline pieces, as they were before streaming
         writer_module.EncodeImagesFn = BufferedEncodeImagesFn

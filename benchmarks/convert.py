@@ -76,7 +76,7 @@ def ensure_glyphs(folder: Path, *options: str) -> Path:
 
 def dtd_split_lists() -> dict[str, list[str]]:
     """The published DTD class lists (our sources ship them)."""
-    from beam_pipelines.sources.published_splits import published_split_name, split_lists
+    from beam_pipelines.sources._lib.published_splits import published_split_name, split_lists
     from episodes.records.published_splits import load_published
 
     lists = split_lists(load_published(published_split_name("dtd")))
@@ -167,8 +167,8 @@ def _our_plan(dataset: str, raw: Path):
 
 
 def run_ours(dataset: str, raw: Path, out: str, workers: int, beam_args: list[str]) -> int:
-    from beam_pipelines.conversion import convert
-    from beam_pipelines.runner_options import make_runner
+    from beam_pipelines.conversion.pipeline import convert
+    from beam_pipelines.runners.options import make_runner
     from beam_pipelines.sources import get_source_class
 
     runner = make_runner(

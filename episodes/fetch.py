@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from episodes.records.dataset_spec import SPEC_FILENAME
-from episodes.records.storage_access import DEFAULT_TIMEOUT_S, check_access
+from episodes.storage.access import DEFAULT_TIMEOUT_S, check_access
 from episodes.util.atomic_files import replace_folder, staging_folder
 from episodes.util.cli_errors import OutputExistsError, UserError, run_main
 from episodes.util.cli_style import add_dataset_argument, command_parser, single_dataset
@@ -52,7 +52,7 @@ def fetch_object(url: str, target: Path, size: int) -> None:
     """Stream the object `url` into the file `target`; UserError if its size is not `size`."""
     import shutil
 
-    from episodes.records import storage_paths
+    from episodes.storage import paths as storage_paths
 
     target.parent.mkdir(parents=True, exist_ok=True)
     with storage_paths.open_binary(url) as stream, open(target, "wb") as out:
@@ -67,7 +67,7 @@ def fetch_object(url: str, target: Path, size: int) -> None:
 
 def fetch(url: str, local: str | os.PathLike, overwrite: bool = False) -> tuple[Path, int, int]:
     """Copy every object under `url` into the local folder `local`; (folder, files, bytes)."""
-    from episodes.records import storage_paths
+    from episodes.storage import paths as storage_paths
 
     local = Path(local)
     if local.exists() and (not local.is_dir() or any(local.iterdir())) and not overwrite:
@@ -89,7 +89,7 @@ def fetch(url: str, local: str | os.PathLike, overwrite: bool = False) -> tuple[
 def _fetch_locked(url: str, local: Path, listing: dict[str, int]) -> tuple[Path, int, int]:
     from concurrent.futures import ThreadPoolExecutor
 
-    from episodes.records import storage_paths
+    from episodes.storage import paths as storage_paths
     from episodes.util.progress_lines import ProgressLines
 
     staging = staging_folder(local)
@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from episodes.records import storage_paths
+    from episodes.storage import paths as storage_paths
     from episodes.util.output_overlap import refuse_overlap
 
     url = single_dataset(args.dataset)

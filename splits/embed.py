@@ -4,7 +4,7 @@
   python -m splits.embed --dataset OUT/omniglot --pretrain cnn4 --output E.npz
 
 `--dataset` may be a URL (s3://, gs://): the workers read its records there, one ranged read
-per record (episodes.records.remote_records), so no worker needs a local copy.
+per record (episodes.storage.remote_records), so no worker needs a local copy.
 `--model` takes a checkpoint written by learners (a .pt file, or a run folder: its last.pt).
 `--pretrain` first trains that backbone by cross-entropy over all classes of the dataset (ATG
 sec. 5: the feature extractor is pretrained on the data being partitioned) and keeps its run
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from beam_pipelines.runner_options import add_runner_arguments, make_runner
-from episodes.records import storage_paths
+from beam_pipelines.runners.options import add_runner_arguments, make_runner
+from episodes.storage import paths as storage_paths
 from episodes.util.cli_errors import UserError, run_main, user_faults
 from episodes.util.cli_style import (
     add_dataset_argument,

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("episodes", "beam_pipelines", "splits", "learners")
 # `python -m` entry points that are not user commands (worker processes, moved-name shims).
 NOT_COMMANDS = {
-    "beam_pipelines.local_worker",
+    "beam_pipelines.runners.local_worker",
     "episodes.reading.decode_processes",
     "episodes.util.worker_processes",
     "beam_pipelines.embed",

@@ -28,7 +28,7 @@ def reference_data() -> Path:
 
 def make_local_runner(workers: int = 1):
     """The local Beam runner exactly as the CLIs build it."""
-    from beam_pipelines.runner_options import make_runner
+    from beam_pipelines.runners.options import make_runner
 
     return make_runner(argparse.Namespace(runner="DirectRunner", direct_num_workers=workers), [])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from beam_pipelines.conversion import ConversionReport, convert
+from beam_pipelines.conversion.pipeline import ConversionReport, convert
 
 
 def convert_source(

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from beam_pipelines.conversion import ConversionReport
+from beam_pipelines.conversion.pipeline import ConversionReport
 from beam_pipelines.sources.base import Source
 from beam_pipelines.verify import format_report, verify_dataset
 from episodes.records.dataset_spec import DatasetSpec, Split, load_spec

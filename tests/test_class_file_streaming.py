@@ -10,11 +10,11 @@ import random
 import numpy as np
 import pytest
 
-from beam_pipelines import writer
-from beam_pipelines.conversion import convert
-from beam_pipelines.frame_spill import SPILL_FOLDER, SpillWriter
+from beam_pipelines.conversion import writer
+from beam_pipelines.conversion.frame_spill import SPILL_FOLDER, SpillWriter
+from beam_pipelines.conversion.pipeline import convert
+from beam_pipelines.conversion.whole_class_file import WholeClassFile
 from beam_pipelines.sources.omniglot import OmniglotSource
-from beam_pipelines.whole_class_file import WholeClassFile
 from benchmarks.class_file_memory import BufferedEncodeImagesFn, buffered_write_class_file
 from episodes.records.example_proto import encode_image_example
 from episodes.records.record_index import RecordIndex

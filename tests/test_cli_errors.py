@@ -102,9 +102,9 @@ def test_other_os_errors_keep_their_traceback(code):
 
 
 def test_an_existing_output_is_one_user_error():
-    from beam_pipelines import conversion
     from beam_pipelines import episodes as shards
-    from episodes.records import storage_paths
+    from beam_pipelines.conversion import pipeline as conversion
+    from episodes.storage import paths as storage_paths
 
     exc = OutputExistsError("out: exists (pass --overwrite)")
     assert isinstance(exc, UserError) and isinstance(exc, FileExistsError)

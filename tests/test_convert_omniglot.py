@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from beam_pipelines import convert as convert_cli
-from beam_pipelines.conversion import OutputExistsError, convert
+from beam_pipelines.conversion.pipeline import OutputExistsError, convert
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.omniglot import OmniglotSource
 from beam_pipelines.verify import format_report, verify_dataset

@@ -1,5 +1,5 @@
 """Conversions on a real `dask.distributed` cluster (2 worker processes on 127.0.0.1) through
-Beam's Dask runner (beam_pipelines.dask_runner): every output file byte-identical to the
+Beam's Dask runner (beam_pipelines.runners.dask_runner): every output file byte-identical to the
 DirectRunner's, `--all` converting every source (each branch a leaf of one pipeline), and the
 runner named by its short name."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from beam_pipelines import convert as convert_cli
-from beam_pipelines.runner_options import make_runner
+from beam_pipelines.runners.options import make_runner
 from episodes.records.dataset_spec import load_spec
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.raw_fixtures.traffic_sign import write_traffic_sign_fixture
@@ -88,7 +88,7 @@ def test_dask_runner_accepted_by_its_short_name(name):
 
 
 def test_partitions_follow_the_clusters_threads(cluster):
-    from beam_pipelines.dask_runner import PARTITIONS_PER_THREAD, cluster_partitions
+    from beam_pipelines.runners.dask_runner import PARTITIONS_PER_THREAD, cluster_partitions
 
     with distributed.Client(cluster) as client:  # two workers of one thread each
         assert cluster_partitions(client) == PARTITIONS_PER_THREAD * 2 == 4

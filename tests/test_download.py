@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from beam_pipelines import convert as convert_cli
-from beam_pipelines import download, http_fetch
-from beam_pipelines.conversion import convert
-from beam_pipelines.download_registry import (
+from beam_pipelines import download
+from beam_pipelines.conversion.pipeline import convert
+from beam_pipelines.downloads import http_fetch
+from beam_pipelines.downloads.registry import (
     TEST_OVERRIDE_ENV,
     RegistryError,
     RemoteFile,
@@ -30,7 +31,7 @@ from beam_pipelines.download_registry import (
     parse_checksum_lines,
     remote_files,
 )
-from beam_pipelines.output_lock import acquire_output_lock
+from beam_pipelines.runners.output_lock import acquire_output_lock
 from beam_pipelines.sources import SOURCES
 from beam_pipelines.sources.cu_birds import CUBirdsSource
 from beam_pipelines.sources.dtd import DTDSource

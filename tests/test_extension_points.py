@@ -51,9 +51,9 @@ TOY_SOURCE = '''
 
     from dataclasses import dataclass
 
-    from beam_pipelines.sources.listed_split_source import ClassFolderSource
-    from beam_pipelines.sources.published_splits import ListedSplitConfig
-    from beam_pipelines.sources.source_config import option
+    from beam_pipelines.sources._lib.listed_split_source import ClassFolderSource
+    from beam_pipelines.sources._lib.published_splits import ListedSplitConfig
+    from beam_pipelines.sources._lib.source_config import option
 
 
     @dataclass(frozen=True)

@@ -440,7 +440,7 @@ def test_converted_reference_polarity_is_as_learnable(tmp_path):
     polarity's lossless records (the demo's learners read these records)."""
     import io
 
-    from beam_pipelines.conversion import convert
+    from beam_pipelines.conversion.pipeline import convert
     from beam_pipelines.sources.omniglot import OmniglotSource
     from episodes.records.dataset_spec import load_spec
     from episodes.records.record_reader import RecordReader

@@ -29,6 +29,7 @@ PACKAGES = ("episodes", "beam_pipelines", "splits", "learners")
 LAYERS: dict[str, tuple[str, ...]] = {
     "util": ("episodes", "episodes.util.*"),
     "records": ("episodes.records.*",),
+    "storage": ("episodes.storage.*",),
     "images / hierarchy": ("episodes.images.*", "episodes.hierarchy.*"),
     "sampling": ("episodes.sampling.*",),
     "reading": ("episodes.reading.*",),
@@ -463,9 +464,9 @@ LEARNERS_MAY_IMPORT = ("learners", "episodes")
 # package's `__init__` (which may prepare a starting command; no module imports it).
 BEAM_PIPELINES_LAYERS: dict[str, tuple[str, ...]] = {
     "formats": (
-        "beam_pipelines.image_codec",
-        "beam_pipelines.jpeg_markers",
-        "beam_pipelines.pixel_conventions",
+        "beam_pipelines.conversion.image_codec",
+        "beam_pipelines.conversion.jpeg_markers",
+        "beam_pipelines.conversion.pixel_conventions",
     ),
     "sources": ("beam_pipelines.sources.*",),
     "pipeline": ("beam_pipelines.*",),

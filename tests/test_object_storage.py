@@ -23,8 +23,8 @@ import pytest
 
 from beam_pipelines import convert as convert_cli
 from beam_pipelines import verify as verify_cli
-from beam_pipelines.conversion import convert
-from beam_pipelines.runner_options import make_runner
+from beam_pipelines.conversion.pipeline import convert
+from beam_pipelines.runners.options import make_runner
 from beam_pipelines.sources import get_source_class
 from beam_pipelines.sources.dtd import DTDSource
 from beam_pipelines.sources.ilsvrc import TRAIN_TAR, IlsvrcSource
@@ -34,8 +34,8 @@ from beam_pipelines.sources.traffic_sign import TrafficSignSource
 from episodes import fetch as fetch_cli
 from episodes.reading.reader import EpisodeReader
 from episodes.records.dataset_spec import SpecError
-from episodes.records.object_uploads import bucket_and_key
 from episodes.sampling.sampler_config import SamplerConfig
+from episodes.storage.uploads import bucket_and_key
 from tests.conftest import make_local_runner
 from tests.raw_fixtures.aircraft import write_aircraft_fixture
 from tests.raw_fixtures.cifar100 import write_cifar100_fixture
@@ -423,7 +423,7 @@ def test_imagenet_archives_s3_to_s3_are_byte_identical_to_local(s3, tmp_path, la
 
 
 def test_imagenet_training_tar_named_by_its_object_url(s3, tmp_path):
-    from episodes.records.storage_paths import use_options
+    from episodes.storage.paths import use_options
 
     use_options(s3.runner().options)  # as a command does before it plans: no earlier test's
     fixture = write_ilsvrc_fixture(tmp_path / "raw", layout="tar")
@@ -586,7 +586,7 @@ def test_embeddings_to_s3_match_local(s3, tmp_path):
 def test_remote_zip_opens_as_a_seekable_stream(s3, omniglot):
     """zipfile reads a remote archive through the stream `open_binary` returns (it seeks to the
     central directory at the end, then to each member)."""
-    from episodes.records.storage_paths import open_binary, use_options
+    from episodes.storage.paths import open_binary, use_options
 
     use_options(s3.runner().options)
     with open_binary("s3://raw/omniglot_zipped/images_background.zip") as stream:
@@ -602,7 +602,7 @@ def _open_uploads(s3: S3Server, bucket: str = "out") -> list[str]:
 
 
 def test_s3_writer_puts_small_objects_and_aborts_failed_multipart_uploads(s3):
-    from episodes.records.object_uploads import S3ObjectWriter
+    from episodes.storage.uploads import S3ObjectWriter
 
     part = 5 * 2**20  # S3's smallest part
     with S3ObjectWriter(s3.client, "s3://out/writer/small.bin", part) as out:
@@ -626,7 +626,7 @@ def test_s3_writer_puts_small_objects_and_aborts_failed_multipart_uploads(s3):
 HOLD_AN_UPLOAD = """
 import sys, time
 from apache_beam.options.pipeline_options import PipelineOptions
-from episodes.records import storage_paths
+from episodes.storage import paths as storage_paths
 storage_paths.use_options(PipelineOptions(sys.argv[2:]))
 out = storage_paths.create_stream(sys.argv[1])
 out.write(b"z" * (9 * 2**20))  # one part sent: a multipart upload is open
@@ -700,8 +700,8 @@ def test_killed_runs_leave_no_upload_after_the_next_run(s3, omniglot, tmp_path, 
 
 
 def test_failed_job_aborts_the_uploads_of_its_staging_prefix(s3):
-    from beam_pipelines.conversion import abort_output
-    from episodes.records import storage_paths
+    from beam_pipelines.conversion.pipeline import abort_output
+    from episodes.storage import paths as storage_paths
 
     storage_paths.use_options(s3.runner().options)
     staging = storage_paths.staging_prefix("s3://out/aborted/omniglot")
@@ -750,8 +750,8 @@ def test_learners_name_fetch_for_a_remote_dataset():
 
 def test_progress_counts_reach_the_launcher_through_object_storage(s3):
     """Encoders on any runner count into the staging prefix; the launcher sums the counts."""
-    from beam_pipelines.conversion_progress import ImageCounter, counted_images, progress_folder
-    from episodes.records import storage_paths
+    from beam_pipelines.conversion.progress import ImageCounter, counted_images, progress_folder
+    from episodes.storage import paths as storage_paths
 
     storage_paths.use_options(s3.runner().options)
     staging = "s3://out/.progress.tmp-1-x"
@@ -842,10 +842,10 @@ def test_omniglot_s3_to_s3_on_a_dask_cluster_is_byte_identical(s3, omniglot, cap
 
 CTRL_C_MID_UPLOAD = """
 import sys, time
-from beam_pipelines.conversion import convert
-from beam_pipelines.runner_options import make_runner
+from beam_pipelines.conversion.pipeline import convert
+from beam_pipelines.runners.options import make_runner
 from beam_pipelines.sources.omniglot import OmniglotSource
-from episodes.records import storage_paths
+from episodes.storage import paths as storage_paths
 import argparse
 
 class SlowUpload(OmniglotSource):
@@ -858,7 +858,7 @@ class SlowUpload(OmniglotSource):
 
 source = SlowUpload()
 runner = make_runner(argparse.Namespace(runner="DirectRunner", direct_num_workers=1), sys.argv[1:])
-import beam_pipelines.conversion as conversion
+import beam_pipelines.conversion.pipeline as conversion
 begin = conversion.begin_output
 def remembered(output, overwrite):
     source.staging = begin(output, overwrite)
@@ -897,7 +897,7 @@ def test_ctrl_c_mid_upload_aborts_it(s3, omniglot):
 @pytest.mark.slow
 def test_remote_verify_matches_local_and_names_a_damaged_object(s3, omniglot, capsys):
     from beam_pipelines.verify import verify_dataset, verify_remote_dataset
-    from episodes.records import storage_paths
+    from episodes.storage import paths as storage_paths
 
     _, local = omniglot
     s3.upload(local, "s3://out/checked")
@@ -1013,11 +1013,11 @@ def test_embeddings_read_an_s3_dataset_where_it_lies(s3, tmp_path, capsys):
 
 
 def test_concurrent_raw_reads_keep_order_bytes_and_errors_in_place(s3, tmp_path):
-    """Several objects in flight per worker (episodes.records.parallel_reads): the bytes come
+    """Several objects in flight per worker (episodes.storage.parallel_reads): the bytes come
     back in the order asked, a missing object as its OSError in its place, local files mixed
     in; the same as one read at a time."""
-    from episodes.records import storage_paths
-    from episodes.records.parallel_reads import read_in_order
+    from episodes.storage import paths as storage_paths
+    from episodes.storage.parallel_reads import read_in_order
 
     storage_paths.use_options(s3.runner().options)
     rng = np.random.default_rng(0)
@@ -1039,8 +1039,8 @@ def test_concurrent_raw_reads_keep_order_bytes_and_errors_in_place(s3, tmp_path)
 def test_an_interrupted_run_claims_only_what_existed(s3):
     """The line of a stopped run says an output "is as it was" only when it held something:
     a never-written prefix "was not written" (it said "is as it was" for every URL)."""
-    from beam_pipelines.conversion import output_exists
-    from episodes.records import storage_paths
+    from beam_pipelines.conversion.pipeline import output_exists
+    from episodes.storage import paths as storage_paths
 
     storage_paths.use_options(s3.runner().options)
     assert not output_exists("s3://out/never/omniglot")

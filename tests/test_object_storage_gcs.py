@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from beam_pipelines import convert as convert_cli
-from beam_pipelines.conversion import convert
+from beam_pipelines.conversion.pipeline import convert
 from beam_pipelines.sources.omniglot import OmniglotSource
-from episodes.records.object_uploads import bucket_and_key
+from episodes.storage.uploads import bucket_and_key
 from tests.conftest import make_local_runner
 from tests.raw_fixtures.ilsvrc import write_ilsvrc_fixture
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
@@ -48,7 +48,7 @@ class GcsServer:
     def runner(self):
         import argparse
 
-        from beam_pipelines.runner_options import make_runner
+        from beam_pipelines.runners.options import make_runner
 
         namespace = argparse.Namespace(runner="DirectRunner", direct_num_workers=1)
         return make_runner(namespace, self.flags)
@@ -314,8 +314,8 @@ def test_ranged_reads_of_a_gs_object_fetch_one_buffer_each(gcs, monkeypatch):
     fetches RANGE_BUFFER_BYTES, not the 16 MiB chunk Beam's GCS reader downloads by default."""
     from google.cloud.storage.blob import Blob
 
-    from episodes.records import storage_paths
-    from episodes.records.remote_records import RANGE_BUFFER_BYTES, ObjectRangePool
+    from episodes.storage import paths as storage_paths
+    from episodes.storage.remote_records import RANGE_BUFFER_BYTES, ObjectRangePool
 
     data = bytes(range(256)) * (4 * 2**20 // 256)
     gcs.put("gs://raw/ranged/4mib.bin", data)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from beam_pipelines.image_codec import ImageOptions, ImageRejected, process_image
+from beam_pipelines.conversion.image_codec import ImageOptions, ImageRejected, process_image
 from beam_pipelines.sources import get_source_class
+from beam_pipelines.sources._lib.source_config import ConfigError
 from beam_pipelines.sources.emnist import EmnistSource
 from beam_pipelines.sources.omniglot import OmniglotSource
-from beam_pipelines.sources.source_config import ConfigError
 from episodes.records.dataset_spec import load_spec
 from episodes.records.record_reader import RecordReader
 from tests.meta_dataset_checks import convert_source
@@ -203,8 +203,8 @@ def test_a_truncated_source_jpeg_is_rejected_and_trailing_bytes_kept():
 def test_jpeg_marker_walk_agrees_with_pil():
     """The fast header read of kept JPEGs gives PIL's size, mode and scan start, or declines
     (then PIL's path decides): baseline, progressive, EXIF, optimised, 4:4:4, grey, CMYK."""
-    from beam_pipelines.image_codec import open_image
-    from beam_pipelines.jpeg_markers import jpeg_header
+    from beam_pipelines.conversion.image_codec import open_image
+    from beam_pipelines.conversion.jpeg_markers import jpeg_header
 
     rng = np.random.default_rng(2)
     pixels = Image.fromarray(rng.integers(0, 256, (37, 53, 3), dtype=np.uint8))

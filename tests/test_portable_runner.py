@@ -2,7 +2,7 @@
 workers): the submission path of Flink, Spark and Dataflow Runner v2, run locally. Every output
 file must be byte-identical to the DirectRunner's. SDK workers from a real worker pool on
 127.0.0.1 (`--environment_type EXTERNAL`): a pool whose `python` lacks apache_beam or this
-project ends the command in one line, never a silent hang (beam_pipelines.portable_preflight)."""
+project ends the command in one line, never a silent hang (beam_pipelines.runners.portable_preflight)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import pytest
 
 from beam_pipelines import convert as convert_cli
 from beam_pipelines.episodes import main as shards_main
-from beam_pipelines.runner_options import make_runner
+from beam_pipelines.runners.options import make_runner
 from episodes.records.dataset_spec import load_spec
 from tests.cli_processes import REPO, python_m
 from tests.raw_fixtures.emnist import write_emnist_fixture
@@ -316,7 +316,7 @@ def test_worker_start_timeout_is_checked_and_zero_skips_the_probe():
 
 def test_the_probe_reads_the_worker_report_from_a_failed_jobs_text():
     """The report crosses from the worker in the job's failure text between two markers."""
-    from beam_pipelines.portable_preflight import MARKER, _report_in
+    from beam_pipelines.runners.portable_preflight import MARKER, _report_in
 
     report = {"python": "/usr/bin/python3", "failed": {"episodes": "ModuleNotFoundError: x"}}
     text = f"Traceback ...\nRuntimeError: {MARKER}{json.dumps(report)}{MARKER}\n"

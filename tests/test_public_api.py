@@ -1,5 +1,5 @@
 """The public API: `from episodes import EpisodeReader, SamplerConfig, load_spec` (loaded on
-first use); every package and module of `episodes`, `splits` and `learners` declares its public names
+first use); every package and module of `episodes`, `splits`, `learners` and `beam_pipelines` declares its public names
 (`__all__`) and the other packages import only those; the modules and names that moved are
 importable from their old path, as the very same objects, with a DeprecationWarning naming the
 new one and the version in which the old path goes (issue 35: the version is real, 0.2.0)."""
@@ -82,6 +82,7 @@ MOVED_NAMES = [
     ("splits.atg", "ATGConfig", "splits.methods.atg.config"),
     ("splits.random", "random_split", "splits.methods.random.algorithm"),
     ("splits.semantic", "dag_split", "splits.methods.semantic.algorithm"),
+    ("beam_pipelines.conversion", "convert", "beam_pipelines.conversion.pipeline"),
 ]
 
 
@@ -156,7 +157,7 @@ def _declared(path: Path) -> list[str] | None:
     return None
 
 
-DECLARING = ("episodes", "splits", "learners")
+DECLARING = ("episodes", "splits", "learners", "beam_pipelines")
 MODULES = {
     name: path
     for name, path in module_names(REPO, DECLARING).items()

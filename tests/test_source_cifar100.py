@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from beam_pipelines.conversion import convert
+from beam_pipelines.conversion.pipeline import convert
+from beam_pipelines.conversion.writer import build_spec
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.cifar100 import Cifar100Source
 from beam_pipelines.verify import format_report, verify_dataset
-from beam_pipelines.writer import build_spec
 from episodes.records.dataset_spec import BiLevelHierarchy, Split, load_spec
 from episodes.records.record_reader import RecordReader
 from tests.meta_dataset_checks import digest

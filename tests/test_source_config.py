@@ -11,13 +11,13 @@ from typing import ClassVar
 import pytest
 
 from beam_pipelines import convert as convert_cli
+from beam_pipelines.conversion.options import add_source_arguments, conversion_parser
 from beam_pipelines.convert_all import build_parser as build_all_parser
-from beam_pipelines.convert_options import add_source_arguments, conversion_parser
 from beam_pipelines.sources import SOURCES
+from beam_pipelines.sources._lib.source_config import ConfigError, SourceConfig, flag_of, option
 from beam_pipelines.sources.base import Source
 from beam_pipelines.sources.ilsvrc import IlsvrcSource
 from beam_pipelines.sources.quickdraw import QuickDrawConfig, QuickDrawSource
-from beam_pipelines.sources.source_config import ConfigError, SourceConfig, flag_of, option
 
 REQUIRED = ["--input", "raw", "--output", "out"]
 
@@ -151,7 +151,7 @@ def test_a_flag_declared_twice_is_refused_not_resolved():
 
 @pytest.mark.slow
 def test_convert_and_convert_all_import_without_a_cycle():
-    """convert_all does not import convert (they share beam_pipelines.convert_options)."""
+    """convert_all does not import convert (they share beam_pipelines.conversion.options)."""
     code = "import sys, beam_pipelines.convert_all; print('beam_pipelines.convert' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -12,10 +12,10 @@ import pytest
 from PIL import Image
 
 from beam_pipelines import convert as convert_cli
-from beam_pipelines.conversion import convert
+from beam_pipelines.conversion.pipeline import convert
+from beam_pipelines.sources._lib.source_config import ConfigError
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.emnist import EmnistSource
-from beam_pipelines.sources.source_config import ConfigError
 from beam_pipelines.verify import format_report, verify_dataset
 from episodes.records.dataset_spec import Split, load_spec
 from episodes.records.record_reader import RecordReader

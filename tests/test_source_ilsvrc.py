@@ -11,11 +11,11 @@ import pytest
 from PIL import Image
 
 from beam_pipelines import convert as convert_cli
-from beam_pipelines.conversion import convert
+from beam_pipelines.conversion.pipeline import convert
 from beam_pipelines.sources import get_source_class
+from beam_pipelines.sources._lib.source_config import ConfigError
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.ilsvrc import REFERENCE_DATA, IlsvrcSource, load_duplicate_lists
-from beam_pipelines.sources.source_config import ConfigError
 from episodes.hierarchy.imagenet_dag import TEST_ROOT, VALID_ROOT, build_imagenet_hierarchy
 from episodes.hierarchy.wordnet import WordNet, read_wordnet, write_imagenet_is_a
 from episodes.records.dataset_spec import ALL_SPLITS, DagHierarchy, Split, load_spec

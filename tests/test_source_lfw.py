@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from beam_pipelines.conversion import convert
+from beam_pipelines.conversion.pipeline import convert
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.lfw import LfwSource
 from beam_pipelines.verify import format_report, verify_dataset

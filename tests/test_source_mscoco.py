@@ -9,9 +9,9 @@ import json
 import pytest
 from PIL import Image
 
+from beam_pipelines.sources._lib.source_config import ConfigError
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.mscoco import MSCOCOSource, enlarged_box
-from beam_pipelines.sources.source_config import ConfigError
 from episodes.records.record_reader import RecordReader
 from tests.raw_fixtures.mscoco import HEIGHT, WIDTH, write_mscoco_fixture
 from tests.source_test_case import SourceTestCase

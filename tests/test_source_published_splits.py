@@ -8,8 +8,7 @@ import json
 import pytest
 
 from beam_pipelines import convert as convert_cli
-from beam_pipelines.sources.base import LayoutError
-from beam_pipelines.sources.published_splits import (
+from beam_pipelines.sources._lib.published_splits import (
     REFERENCE_DATA,
     SPLIT_ORDER,
     ListedSplitConfig,
@@ -20,6 +19,7 @@ from beam_pipelines.sources.published_splits import (
     read_label_list,
     resolve_class_splits,
 )
+from beam_pipelines.sources.base import LayoutError
 from episodes.records.dataset_spec import Split, load_spec
 from episodes.records.published_splits import load_published
 from episodes.records.split_file import SplitFile

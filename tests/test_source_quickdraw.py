@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from beam_pipelines.sources._lib.source_config import ConfigError
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.quickdraw import QuickDrawSource
-from beam_pipelines.sources.source_config import ConfigError
 from episodes.records.record_reader import RecordReader
 from tests.meta_dataset_checks import convert_source
 from tests.raw_fixtures.quickdraw import write_quickdraw_fixture

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from beam_pipelines import convert as convert_cli
-from beam_pipelines.conversion import convert
+from beam_pipelines.conversion.pipeline import convert
 from beam_pipelines.sources.base import LayoutError
 from beam_pipelines.sources.tfds_source import TfdsSource
 from episodes.records.dataset_spec import load_spec

@@ -281,7 +281,11 @@ def test_image_over_the_shared_size_limit_is_rejected_at_conversion(tmp_path):
     assert _run([*read, *fixed, "--no-use-bilevel-hierarchy"]).returncode == 0
     # One limit: Pillow's in the verify and reader processes is the converter's.
     probe = "import PIL.Image as I, {}; print(2 * I.MAX_IMAGE_PIXELS)"  # Pillow's refusal
-    for module in ("beam_pipelines.verify", "episodes.read", "beam_pipelines.image_codec"):
+    for module in (
+        "beam_pipelines.verify",
+        "episodes.read",
+        "beam_pipelines.conversion.image_codec",
+    ):
         shown = _run([sys.executable, "-c", probe.format(module)])
         assert shown.stdout.split()[-1] == str(MAX_IMAGE_PIXELS), (module, shown.stderr)
     assert size_problem(MAX_IMAGE_PIXELS, 1) is None and size_problem(MAX_IMAGE_PIXELS + 1, 1)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from beam_pipelines.interrupt_exit import descendant_pids
+from beam_pipelines.runners.interrupt_exit import descendant_pids
 from tests.cli_processes import REPO, TINY, python_m, start_python_m
 from tests.raw_fixtures.omniglot import write_omniglot_fixture
 from tests.test_embed import write_random_checkpoint

@@ -14,6 +14,8 @@ from beam_pipelines.glyph_dataset.config import (
 from beam_pipelines.glyph_dataset.fonts import FAMILIES
 from beam_pipelines.glyph_dataset.glyph_selection import alphabet_catalogue
 
+__all__ = ["AlphabetPlan", "BACKGROUND_SHARE", "plan_alphabets", "validate_config"]
+
 BACKGROUND_SHARE = 0.6  # Omniglot: 30 of 50 alphabets are background alphabets
 
 

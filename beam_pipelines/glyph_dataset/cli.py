@@ -14,6 +14,8 @@ from beam_pipelines.glyph_dataset.generation import generate
 from episodes.util.cli_errors import user_faults
 from episodes.util.cli_style import CommandParser, command_parser
 
+__all__ = ["build_parser", "main"]
+
 
 def build_parser() -> CommandParser:
     """The command's parser (a usage error: one `error:` line, exit status 2)."""

@@ -10,6 +10,16 @@ from dataclasses import asdict, dataclass
 
 from episodes.util.cli_errors import UserError
 
+__all__ = [
+    "BACKGROUND",
+    "check_values",
+    "EVALUATION",
+    "GlyphDatasetConfig",
+    "GlyphDatasetError",
+    "OMNIGLOT_DRAWERS",
+    "OMNIGLOT_SIZE",
+]
+
 BACKGROUND = "images_background"
 EVALUATION = "images_evaluation"
 OMNIGLOT_DRAWERS = 20

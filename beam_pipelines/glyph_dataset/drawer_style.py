@@ -13,6 +13,8 @@ import numpy as np
 from beam_pipelines.glyph_dataset.config import OMNIGLOT_SIZE
 from beam_pipelines.glyph_dataset.fonts import FAMILIES, FONT_POOL
 
+__all__ = ["drawer_style", "DrawerStyle", "JITTER", "Jitter"]
+
 
 @dataclass(frozen=True)
 class Jitter:

@@ -23,6 +23,8 @@ from beam_pipelines.glyph_dataset.fonts import (
     render_glyph,
 )
 
+__all__ = ["CharacterTask", "draw_character", "draw_example"]
+
 
 @lru_cache(maxsize=16)
 def _output_grid(size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,6 +16,16 @@ import numpy as np
 
 from beam_pipelines.glyph_dataset.config import GlyphDatasetError
 
+__all__ = [
+    "FAMILIES",
+    "font_cmaps",
+    "font_directory",
+    "FONT_POOL",
+    "FontFace",
+    "primary_font",
+    "render_glyph",
+]
+
 FAMILIES: tuple[str, ...] = ("sans", "serif", "mono", "stix")  # font families of the pool
 
 

@@ -27,6 +27,8 @@ from beam_pipelines.glyph_dataset.summary import GlyphDatasetSummary, summary_fr
 from episodes.util.atomic_files import replace_folder, staging_folder
 from episodes.util.progress_lines import ProgressLines
 
+__all__ = ["generate"]
+
 
 def _default_workers(characters: int) -> int:
     if characters < 100:

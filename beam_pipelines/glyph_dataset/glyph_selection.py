@@ -16,6 +16,8 @@ import numpy as np
 from beam_pipelines.glyph_dataset.fonts import FAMILIES, primary_font, render_glyph
 from beam_pipelines.glyph_dataset.script_groups import MIN_ALPHABET_SIZE, SCRIPT_GROUPS
 
+__all__ = ["alphabet_catalogue", "CatalogueEntry", "glyph_signature"]
+
 _SIGNATURE_EM = 48  # font size (pixels per em) of the selection renders
 _SIGNATURE_SIDE = 16  # glyphs are compared as 16x16 aspect-preserving thumbnails
 _DUPLICATE_RMS = 0.12  # thumbnails closer than this (RMS, ink in 0..1) count as duplicates

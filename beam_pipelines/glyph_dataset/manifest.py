@@ -19,6 +19,15 @@ from beam_pipelines.glyph_dataset.alphabet_plan import AlphabetPlan
 from beam_pipelines.glyph_dataset.config import BACKGROUND, GlyphDatasetConfig
 from beam_pipelines.glyph_dataset.fonts import FONT_POOL, font_directory
 
+__all__ = [
+    "build_manifest",
+    "environment_fingerprint",
+    "GENERATOR_NAME",
+    "GENERATOR_VERSION",
+    "MANIFEST_NAME",
+    "read_manifest",
+]
+
 GENERATOR_NAME = "beam_pipelines.glyph_dataset"  # the manifest identity of generated folders
 GENERATOR_VERSION = "1.0"
 MANIFEST_NAME = "GENERATOR.json"

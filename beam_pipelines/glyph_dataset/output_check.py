@@ -20,6 +20,8 @@ from beam_pipelines.glyph_dataset.manifest import (
     read_manifest,
 )
 
+__all__ = ["check_output", "count_images"]
+
 
 def count_images(output_dir: Path, manifest: dict) -> int:
     """PNG files present in the output (in its folders or zips); -1 for an unreadable zip."""

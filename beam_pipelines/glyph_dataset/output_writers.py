@@ -11,6 +11,8 @@ from pathlib import Path
 from beam_pipelines.glyph_dataset.alphabet_plan import AlphabetPlan
 from beam_pipelines.glyph_dataset.config import BACKGROUND, EVALUATION
 
+__all__ = ["character_folders", "FolderWriter", "ZipWriter"]
+
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from beam_pipelines.glyph_dataset.fonts import FAMILIES
 
+__all__ = ["MAX_ALPHABET_SIZE", "MIN_ALPHABET_SIZE", "SCRIPT_GROUPS", "ScriptGroup"]
+
 MAX_ALPHABET_SIZE = 55  # the largest Omniglot alphabet (Tifinagh) has 55 characters
 MIN_ALPHABET_SIZE = 14  # the smallest Omniglot alphabets (Blackfoot, Ojibwe) have 14
 

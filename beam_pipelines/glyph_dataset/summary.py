@@ -12,6 +12,8 @@ from beam_pipelines.glyph_dataset.config import (
     OMNIGLOT_SIZE,
 )
 
+__all__ = ["GlyphDatasetSummary", "summary_from_manifest"]
+
 
 @dataclass(frozen=True)
 class GlyphDatasetSummary:

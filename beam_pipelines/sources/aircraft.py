@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from beam_pipelines.sources._lib.image_file_units import FileEntry, file_units, find_layout_root
+from beam_pipelines.sources._lib.listed_split_source import LayoutScan, ListedSplitSource
+from beam_pipelines.sources._lib.raw_downloads import Published
 from beam_pipelines.sources.base import LayoutError
-from beam_pipelines.sources.image_file_units import FileEntry, file_units, find_layout_root
-from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
-from beam_pipelines.sources.raw_downloads import Published
+
+__all__ = ["AircraftSource", "read_box_file", "read_variant_file", "VARIANT_PARTS", "WRAPPERS"]
 
 WRAPPERS = ("fgvc-aircraft-2013b",)
 VARIANT_PARTS = ("train", "val", "trainval", "test")

@@ -4,7 +4,7 @@ A source only knows its layout. `plan()` runs on the launching machine before th
 starts: it validates the layout (clear error naming the path and what was expected), fixes the
 class list in id order (train < valid < test), the hierarchy and the work units. `read_unit()`
 runs inside Beam workers and yields `RawItem`s. Decoding, encoding, sharding per class, index
-files, the spec and the report are the shared writer's job (beam_pipelines/writer.py).
+files, the spec and the report are the shared writer's job (beam_pipelines/conversion/writer.py).
 """
 
 from __future__ import annotations
@@ -19,13 +19,29 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from beam_pipelines.image_codec import ImageOptions
-from beam_pipelines.pixel_conventions import META_DATASET, REFERENCE_JPEG_QUALITY, pixel_convention
-from beam_pipelines.sources.raw_downloads import RawDownload
-from beam_pipelines.sources.source_config import SourceConfig
+from beam_pipelines.conversion.image_codec import ImageOptions
+from beam_pipelines.conversion.pixel_conventions import (
+    META_DATASET,
+    REFERENCE_JPEG_QUALITY,
+    pixel_convention,
+)
+from beam_pipelines.sources._lib.raw_downloads import RawDownload
+from beam_pipelines.sources._lib.source_config import SourceConfig
 from episodes.records.dataset_spec import DagHierarchy, Split
 from episodes.records.split_sizes import split_by_fractions as cut_by_fractions
 from episodes.util.cli_errors import UserError
+
+__all__ = [
+    "ClassInfo",
+    "ConversionPlan",
+    "LayoutError",
+    "RawItem",
+    "require_dir",
+    "require_input",
+    "Source",
+    "split_by_fractions",
+    "WorkUnit",
+]
 
 
 class LayoutError(UserError, ValueError):
@@ -124,19 +140,19 @@ class Source(abc.ABC):
     default_image_format: ClassVar[str] = "jpeg"
     default_mode: ClassVar[str] = "RGB"
     # A Meta-Dataset source: the reference converter's pixels by default
-    # (beam_pipelines.pixel_conventions); `reference_inverts`: it stores them inverted.
+    # (beam_pipelines.conversion.pixel_conventions); `reference_inverts`: it stores them inverted.
     meta_dataset_pixels: ClassVar[bool] = False
     reference_inverts: ClassVar[bool] = False
-    # True where plan/read_unit also work on object storage (episodes.records.storage_paths)
+    # True where plan/read_unit also work on object storage (episodes.storage.paths)
     remote_input: ClassVar[bool] = False
     # Sub-folders of a `convert --all` root that may hold this source's raw data, first found
     # wins; () means the source's own name, None a source that reads no folder (tfds).
     raw_folders: ClassVar[tuple[str, ...] | None] = ()
     # The raw files `python -m beam_pipelines.download` fetches (or says to obtain by hand) into
-    # the folder `plan()` reads (beam_pipelines.sources.raw_downloads); () fetches nothing.
+    # the folder `plan()` reads (beam_pipelines.sources._lib.raw_downloads); () fetches nothing.
     downloads: ClassVar[tuple[RawDownload, ...]] = ()
 
-    # The typed options of this source (beam_pipelines.sources.source_config), its flags.
+    # The typed options of this source (beam_pipelines.sources._lib.source_config), its flags.
     config_class: ClassVar[type[SourceConfig]] = SourceConfig
 
     def __init__(self, config: SourceConfig | None = None, **options: Any):

@@ -32,11 +32,18 @@ from typing import Any
 
 import numpy as np
 
-from beam_pipelines.sources.archive_members import (
+from beam_pipelines.sources._lib.archive_members import (
     archive_size,
     describe,
     read_named_tar_members,
 )
+from beam_pipelines.sources._lib.fraction_split import (
+    FractionSplitConfig,
+    fraction_rule,
+    fraction_splits,
+)
+from beam_pipelines.sources._lib.raw_downloads import Published
+from beam_pipelines.sources._lib.source_config import option
 from beam_pipelines.sources.base import (
     ClassInfo,
     ConversionPlan,
@@ -46,15 +53,21 @@ from beam_pipelines.sources.base import (
     WorkUnit,
     require_input,
 )
-from beam_pipelines.sources.fraction_split import (
-    FractionSplitConfig,
-    fraction_rule,
-    fraction_splits,
-)
-from beam_pipelines.sources.raw_downloads import Published
-from beam_pipelines.sources.source_config import option
 from episodes.records.dataset_spec import Split
-from episodes.records.storage_paths import input_location, is_remote, join
+from episodes.storage.paths import input_location, is_remote, join
+
+__all__ = [
+    "ARCHIVE",
+    "Cifar100Config",
+    "Cifar100Source",
+    "load_pickle",
+    "PARTS",
+    "rejected_rows",
+    "ROOT",
+    "ROWS_PER_UNIT",
+    "SIDE",
+    "superclass_of_fine",
+]
 
 ROOT = "cifar-100-python"
 ARCHIVE = "cifar-100-python.tar.gz"
@@ -213,7 +226,7 @@ class Cifar100Source(Source):
     layout = f"{ARCHIVE} or the extracted {ROOT}/ folder with train, test and meta pickles"
     default_image_format = "png"
     default_mode = "RGB"
-    remote_input = True  # listed and read through episodes.records.storage_paths
+    remote_input = True  # listed and read through episodes.storage.paths
 
     config_class = Cifar100Config
     # TFDS registers only cifar-100-binary.tar.gz, which this source does not read. The python

@@ -6,8 +6,10 @@ Full images are used, not cropped to the provided boxes (Meta-Dataset appendix, 
 
 from __future__ import annotations
 
-from beam_pipelines.sources.listed_split_source import ClassFolderSource
-from beam_pipelines.sources.raw_downloads import TfdsRegistered
+from beam_pipelines.sources._lib.listed_split_source import ClassFolderSource
+from beam_pipelines.sources._lib.raw_downloads import TfdsRegistered
+
+__all__ = ["CUBirdsSource"]
 
 
 class CUBirdsSource(ClassFolderSource):

@@ -6,8 +6,10 @@ Classes are the category folders (e.g. `chequered`). Hidden files (the real arch
 
 from __future__ import annotations
 
-from beam_pipelines.sources.listed_split_source import ClassFolderSource
-from beam_pipelines.sources.raw_downloads import TfdsRegistered
+from beam_pipelines.sources._lib.listed_split_source import ClassFolderSource
+from beam_pipelines.sources._lib.raw_downloads import TfdsRegistered
+
+__all__ = ["DTDSource"]
 
 
 class DTDSource(ClassFolderSource):

@@ -40,13 +40,20 @@ from pathlib import Path
 
 import numpy as np
 
-from beam_pipelines.sources.archive_members import (
+from beam_pipelines.sources._lib.archive_members import (
     STREAM_ERRORS,
     describe,
     open_archive_file,
     open_file_or_zip_member,
     zip_names,
 )
+from beam_pipelines.sources._lib.fraction_split import (
+    FractionSplitConfig,
+    fraction_rule,
+    fraction_splits,
+)
+from beam_pipelines.sources._lib.raw_downloads import TfdsRegistered
+from beam_pipelines.sources._lib.source_config import ConfigError, option
 from beam_pipelines.sources.base import (
     ClassInfo,
     ConversionPlan,
@@ -56,15 +63,25 @@ from beam_pipelines.sources.base import (
     WorkUnit,
     require_input,
 )
-from beam_pipelines.sources.fraction_split import (
-    FractionSplitConfig,
-    fraction_rule,
-    fraction_splits,
-)
-from beam_pipelines.sources.raw_downloads import TfdsRegistered
-from beam_pipelines.sources.source_config import ConfigError, option
 from episodes.records.dataset_spec import Split
-from episodes.records.storage_paths import input_location
+from episodes.storage.paths import input_location
+
+__all__ = [
+    "DIGITS",
+    "EmnistConfig",
+    "EmnistSource",
+    "FILE_RE",
+    "idx_name",
+    "KNOWN_SPLITS",
+    "Location",
+    "LOWER",
+    "MAPPING_RE",
+    "MERGED_LOWER",
+    "PARTS",
+    "ROWS_PER_UNIT",
+    "SIDE",
+    "UPPER",
+]
 
 SIDE = 28
 IMAGE_MAGIC, LABEL_MAGIC = 2051, 2049
@@ -247,7 +264,7 @@ class EmnistSource(Source):
     )
     default_image_format = "png"
     default_mode = "L"
-    remote_input = True  # listed and read through episodes.records.storage_paths
+    remote_input = True  # listed and read through episodes.storage.paths
 
     config_class = EmnistConfig
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from beam_pipelines.sources._lib.image_file_units import FileEntry, file_units, find_layout_root
+from beam_pipelines.sources._lib.input_files import read_json_input
+from beam_pipelines.sources._lib.listed_split_source import LayoutScan, ListedSplitSource
+from beam_pipelines.sources._lib.raw_downloads import Published
 from beam_pipelines.sources.base import LayoutError
-from beam_pipelines.sources.image_file_units import FileEntry, file_units, find_layout_root
-from beam_pipelines.sources.input_files import read_json_input
-from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
-from beam_pipelines.sources.raw_downloads import Published
+
+__all__ = ["category_class_name", "FungiSource", "load_coco_part", "PARTS", "WRAPPERS"]
 
 PARTS = ("train.json", "val.json")
 WRAPPERS = ("fungi",)

@@ -25,7 +25,7 @@ test, as in the reference spec. WordNet comes from `--ilsvrc-wordnet` (Debian's 
 Any of the three layouts may lie in object storage (`--input s3://bucket/imagenet`): planning
 lists the prefix once and reads tar headers with small ranged reads; a worker streams its
 class archive (or the member of the training tar) with large ranged reads, nothing is
-downloaded whole (episodes.records.storage_paths).
+downloaded whole (episodes.storage.paths).
 
 All 1,000 classes (tensorflow-datasets' list) must be present unless
 `--ilsvrc-allow-missing-classes`: then the classes are those present, the DAG is built over
@@ -42,6 +42,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from beam_pipelines.sources._lib.raw_downloads import ObtainByHand
+from beam_pipelines.sources._lib.source_config import ConfigError, SourceConfig, option
 from beam_pipelines.sources.base import (
     ClassInfo,
     ConversionPlan,
@@ -50,8 +52,6 @@ from beam_pipelines.sources.base import (
     Source,
     WorkUnit,
 )
-from beam_pipelines.sources.raw_downloads import ObtainByHand
-from beam_pipelines.sources.source_config import ConfigError, SourceConfig, option
 from episodes.hierarchy.imagenet_dag import (
     TEST_ROOT,
     VALID_ROOT,
@@ -65,14 +65,35 @@ from episodes.hierarchy.wordnet import (
     read_imagenet_is_a,
     read_wordnet,
 )
-from episodes.records.parallel_reads import read_in_order
-from episodes.records.storage_paths import (
+from episodes.storage.parallel_reads import read_in_order
+from episodes.storage.paths import (
     input_location,
     is_remote,
     list_objects,
     open_binary,
 )
 from episodes.util.progress_lines import ProgressLines
+
+__all__ = [
+    "ArchiveWindow",
+    "DUPLICATE_LISTS",
+    "EXPECTED",
+    "folder_names",
+    "HEADER_READ_BYTES",
+    "IlsvrcConfig",
+    "IlsvrcSource",
+    "inner_file_names",
+    "load_duplicate_lists",
+    "open_archive",
+    "OTHER_SET_FILE",
+    "OTHER_SETS",
+    "outer_members",
+    "REFERENCE_DATA",
+    "STREAM_READ_BYTES",
+    "TRAIN_TAR",
+    "TYPICAL_IMAGE_BYTES",
+    "WNID",
+]
 
 TRAIN_TAR = "ILSVRC2012_img_train.tar"
 OTHER_SETS = {"ILSVRC2012_img_val.tar": "validation", "ILSVRC2012_img_test.tar": "test"}
@@ -148,7 +169,7 @@ def folder_names(folder) -> list[str]:
 
 
 def open_archive(path, buffer_bytes: int = STREAM_READ_BYTES):
-    """A seekable binary stream of a local file or an object (episodes.records.storage_paths)."""
+    """A seekable binary stream of a local file or an object (episodes.storage.paths)."""
     if is_remote(path):
         return open_binary(str(path), buffer_bytes=buffer_bytes)
     return open(path, "rb")
@@ -258,7 +279,7 @@ class IlsvrcSource(Source):
     default_image_format = "jpeg"
     default_mode = "RGB"
     meta_dataset_pixels = True
-    remote_input = True  # listed and streamed through episodes.records.storage_paths
+    remote_input = True  # listed and streamed through episodes.storage.paths
 
     config_class = IlsvrcConfig
 

@@ -35,13 +35,21 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from beam_pipelines.image_codec import ImageOptions, ImageRejected, decode_image
-from beam_pipelines.sources.archive_members import (
+from beam_pipelines.conversion.image_codec import ImageOptions, ImageRejected, decode_image
+from beam_pipelines.sources._lib.archive_members import (
     TarMember,
     describe,
     list_tar_members,
     read_tar_members,
 )
+from beam_pipelines.sources._lib.folder_entries import Skipped, list_entries
+from beam_pipelines.sources._lib.fraction_split import (
+    FractionSplitConfig,
+    fraction_rule,
+    fraction_splits,
+)
+from beam_pipelines.sources._lib.raw_downloads import TfdsRegistered
+from beam_pipelines.sources._lib.source_config import option
 from beam_pipelines.sources.base import (
     ClassInfo,
     ConversionPlan,
@@ -51,17 +59,21 @@ from beam_pipelines.sources.base import (
     WorkUnit,
     require_input,
 )
-from beam_pipelines.sources.folder_entries import Skipped, list_entries
-from beam_pipelines.sources.fraction_split import (
-    FractionSplitConfig,
-    fraction_rule,
-    fraction_splits,
-)
-from beam_pipelines.sources.raw_downloads import TfdsRegistered
-from beam_pipelines.sources.source_config import option
 from episodes.records.dataset_spec import Split
-from episodes.records.parallel_reads import read_in_order
-from episodes.records.storage_paths import input_location
+from episodes.storage.parallel_reads import read_in_order
+from episodes.storage.paths import input_location
+
+__all__ = [
+    "IMAGES_PER_UNIT",
+    "LfwConfig",
+    "LfwSource",
+    "MIN_IMAGES",
+    "SKLEARN_BOX",
+    "sklearn_face",
+    "sklearn_order",
+    "SKLEARN_SIZE",
+    "VARIANTS",
+]
 
 # variant -> (archive name, root folder inside it / extracted folder name)
 VARIANTS = {
@@ -92,7 +104,7 @@ def sklearn_order(name: str) -> str:
 
 
 def _scan_folder(root: Path) -> tuple[dict[str, list[str]], list[Skipped]]:
-    """{person: [image paths]} and the entries skipped (beam_pipelines.sources.folder_entries)."""
+    """{person: [image paths]} and the entries skipped (beam_pipelines.sources._lib.folder_entries)."""
     people = {}
     top = list_entries(root)
     skipped = list(top.skipped)  # top-level files are the distribution's lists (pairs.txt, ...)
@@ -148,7 +160,7 @@ class LfwSource(Source):
     )
     default_image_format = "jpeg"
     default_mode = "RGB"
-    remote_input = True  # listed and read through episodes.records.storage_paths
+    remote_input = True  # listed and read through episodes.storage.paths
     downloads = (TfdsRegistered("lfw", "lfw.tgz"),)  # TFDS's lfw/checksums.tsv; read as is
 
     config_class = LfwConfig

@@ -17,13 +17,23 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from beam_pipelines.sources._lib.input_files import read_json_input
+from beam_pipelines.sources._lib.listed_split_source import LayoutScan, ListedSplitSource
+from beam_pipelines.sources._lib.published_splits import ListedSplitConfig
+from beam_pipelines.sources._lib.raw_downloads import TfdsRegistered
+from beam_pipelines.sources._lib.source_config import option
 from beam_pipelines.sources.base import LayoutError, RawItem, WorkUnit
-from beam_pipelines.sources.input_files import read_json_input
-from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
-from beam_pipelines.sources.published_splits import ListedSplitConfig
-from beam_pipelines.sources.raw_downloads import TfdsRegistered
-from beam_pipelines.sources.source_config import option
-from episodes.records.parallel_reads import read_in_order
+from episodes.storage.parallel_reads import read_in_order
+
+__all__ = [
+    "ANNOTATIONS",
+    "DEFAULT_BOX_SCALE",
+    "DEFAULT_IMAGES_PER_UNIT",
+    "enlarged_box",
+    "MSCOCOConfig",
+    "MSCOCOSource",
+    "WRAPPERS",
+]
 
 ANNOTATIONS = ("annotations/instances_train2017.json", "instances_train2017.json")
 WRAPPERS = ("mscoco", "coco")

@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from beam_pipelines.sources._lib.folder_entries import Skipped, list_entries
+from beam_pipelines.sources._lib.raw_downloads import TfdsRegistered
+from beam_pipelines.sources._lib.source_config import SourceConfig, option
 from beam_pipelines.sources.base import (
     ClassInfo,
     ConversionPlan,
@@ -27,12 +30,11 @@ from beam_pipelines.sources.base import (
     WorkUnit,
     require_dir,
 )
-from beam_pipelines.sources.folder_entries import Skipped, list_entries
-from beam_pipelines.sources.raw_downloads import TfdsRegistered
-from beam_pipelines.sources.source_config import SourceConfig, option
 from episodes.records.dataset_spec import Split
-from episodes.records.parallel_reads import read_in_order
-from episodes.records.storage_paths import ObjectPath, input_location, join, open_binary
+from episodes.storage.parallel_reads import read_in_order
+from episodes.storage.paths import ObjectPath, input_location, join, open_binary
+
+__all__ = ["NUM_VALID_ALPHABETS", "OmniglotConfig", "OmniglotSource", "PARTS"]
 
 PARTS = ("images_background", "images_evaluation")
 NUM_VALID_ALPHABETS = 5
@@ -96,7 +98,7 @@ class OmniglotSource(Source):
     default_mode = "L"
     meta_dataset_pixels = True
     reference_inverts = True  # the reference stores white strokes on black
-    remote_input = True  # listed and read through episodes.records.storage_paths
+    remote_input = True  # listed and read through episodes.storage.paths
     # The two zips as TFDS registers them (convert reads the zips as they are).
     downloads = (
         TfdsRegistered("omniglot", "images_background.zip"),

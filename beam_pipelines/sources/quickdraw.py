@@ -4,7 +4,7 @@ array (one 28 x 28 drawing a row).
 Classes are the file names without `.npy` (e.g. `police car`). Work units are chunks of rows,
 read from a memory map in the workers; `--quickdraw-max-per-class` keeps the first rows of
 each file (the full data has ~50M drawings). Stored as the reference does (RGB JPEG of each
-row, beam_pipelines.pixel_conventions); `--pixel-convention original` stores lossless
+row, beam_pipelines.conversion.pixel_conventions); `--pixel-convention original` stores lossless
 greyscale PNG.
 A file whose header or size is not that of an N x side*side uint8/bool array is reported.
 In object storage (an s3:// or gs:// --input) a unit reads its rows with one ranged read of
@@ -20,13 +20,24 @@ from pathlib import Path
 
 import numpy as np
 
+from beam_pipelines.sources._lib.listed_split_source import LayoutScan, ListedSplitSource
+from beam_pipelines.sources._lib.published_splits import ListedSplitConfig
+from beam_pipelines.sources._lib.raw_downloads import TfdsRegistered
+from beam_pipelines.sources._lib.source_config import option
 from beam_pipelines.sources.base import LayoutError, RawItem, WorkUnit
-from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
-from beam_pipelines.sources.published_splits import ListedSplitConfig
-from beam_pipelines.sources.raw_downloads import TfdsRegistered
-from beam_pipelines.sources.source_config import option
-from episodes.records.storage_paths import is_remote, open_binary
+from episodes.storage.paths import is_remote, open_binary
 from episodes.util.npy_maps import npy_header, open_npy_map
+
+__all__ = [
+    "DEFAULT_CHUNK_ROWS",
+    "NPY_HEADER_MAX_BYTES",
+    "npy_layout",
+    "npy_rows",
+    "QuickDrawConfig",
+    "QuickDrawSource",
+    "read_npy_rows",
+    "WRAPPERS",
+]
 
 WRAPPERS = ("numpy_bitmap", "full/numpy_bitmap")
 DEFAULT_CHUNK_ROWS = 10_000

@@ -27,7 +27,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from beam_pipelines.image_codec import ImageOptions
+from beam_pipelines.conversion.image_codec import ImageOptions
+from beam_pipelines.sources._lib.fraction_split import (
+    FractionSplitConfig,
+    fraction_rule,
+    fraction_splits,
+)
+from beam_pipelines.sources._lib.source_config import flag_of, option
 from beam_pipelines.sources.base import (
     ClassInfo,
     ConversionPlan,
@@ -36,22 +42,25 @@ from beam_pipelines.sources.base import (
     Source,
     WorkUnit,
 )
-from beam_pipelines.sources.fraction_split import (
-    FractionSplitConfig,
-    fraction_rule,
-    fraction_splits,
-)
-from beam_pipelines.sources.source_config import flag_of, option
 from episodes.records.dataset_spec import Split
 from episodes.records.example_proto import ExampleDecodeError, decode_example
-from episodes.records.storage_paths import (
+from episodes.records.tfrecord_io import iter_frames
+from episodes.storage.paths import (
     is_remote,
     join,
     list_objects,
     open_binary,
     read_bytes,
 )
-from episodes.records.tfrecord_io import iter_frames
+
+__all__ = [
+    "dataset_name_of",
+    "FORMATS",
+    "SHARD_NAME",
+    "SHARD_READ_BYTES",
+    "TfdsConfig",
+    "TfdsSource",
+]
 
 FORMATS = ("tfrecord", "array_record")
 

@@ -13,10 +13,12 @@ import csv
 from functools import cached_property
 from pathlib import Path
 
+from beam_pipelines.sources._lib.listed_split_source import ClassFolderSource
+from beam_pipelines.sources._lib.published_splits import read_label_list
+from beam_pipelines.sources._lib.raw_downloads import Published
 from beam_pipelines.sources.base import LayoutError
-from beam_pipelines.sources.listed_split_source import ClassFolderSource
-from beam_pipelines.sources.published_splits import read_label_list
-from beam_pipelines.sources.raw_downloads import Published
+
+__all__ = ["TrafficSignSource"]
 
 
 class TrafficSignSource(ClassFolderSource):

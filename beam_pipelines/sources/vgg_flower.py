@@ -12,12 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
+from beam_pipelines.sources._lib.image_file_units import FileEntry, file_units, find_layout_root
+from beam_pipelines.sources._lib.input_files import binary_input
+from beam_pipelines.sources._lib.listed_split_source import LayoutScan, ListedSplitSource
+from beam_pipelines.sources._lib.published_splits import read_label_list
+from beam_pipelines.sources._lib.raw_downloads import TfdsRegistered
 from beam_pipelines.sources.base import LayoutError
-from beam_pipelines.sources.image_file_units import FileEntry, file_units, find_layout_root
-from beam_pipelines.sources.input_files import binary_input
-from beam_pipelines.sources.listed_split_source import LayoutScan, ListedSplitSource
-from beam_pipelines.sources.published_splits import read_label_list
-from beam_pipelines.sources.raw_downloads import TfdsRegistered
+
+__all__ = ["read_image_labels", "VggFlowerSource", "WRAPPERS"]
 
 WRAPPERS = ("102flowers", "vgg_flower")
 

@@ -17,7 +17,7 @@ required flag; `cli=False` makes a setting the command fills in itself, no flag.
   dataclass defaults), and so checks it.
 
 Used by the sampler's options (`episodes.sampling.sampler_config`), the sampling modes'
-options, the sources' configs (`beam_pipelines.sources.source_config`) and the split methods'
+options, the sources' configs (`beam_pipelines.sources._lib.source_config`) and the split methods'
 parameters (`splits.methods.*`).
 """
 

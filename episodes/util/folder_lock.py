@@ -2,7 +2,7 @@
 when its process ends in any way (kill -9 included), so a lock is never left behind.
 
 The lock file holds who has it (pid, host, start time), for the refusal's one line. Used by
-conversions and episode shards (`beam_pipelines.output_lock`: `.NAME.lock` beside the output)
+conversions and episode shards (`beam_pipelines.runners.output_lock`: `.NAME.lock` beside the output)
 and training runs (`learners.training.run_dir`: `.lock` inside the run folder). Local folders only.
 """
 

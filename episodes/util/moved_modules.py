@@ -54,9 +54,9 @@ MOVED: dict[str, str] = {
             "record_index",
             "record_reader",
             "tfrecord_io",
-            "storage_paths",
         ),
     ),
+    "episodes.storage_paths": "episodes.storage.paths",  # issue 11, then issue 35 (below)
     **_moved_into(
         "episodes.util",
         "episodes",
@@ -109,6 +109,41 @@ MOVED: dict[str, str] = {
     # a split method's algorithm lives beside it (`splits.atg`, `splits.random` and
     # `splits.semantic` stay as files: they are also old command names)
     "splits.divergences": "splits.methods.atg.divergences",
+    # issue 35: beam_pipelines' helpers by role (conversion/, runners/, downloads/, sources/_lib/)
+    # and object storage out of the records (episodes/storage/); `beam_pipelines.conversion` is
+    # the conversion package now, its old module's names forwarded by the package (version 0.2.0)
+    "beam_pipelines.conversion_progress": "beam_pipelines.conversion.progress",
+    "beam_pipelines.convert_options": "beam_pipelines.conversion.options",
+    "beam_pipelines.whole_class_file": "beam_pipelines.conversion.whole_class_file",
+    "beam_pipelines.writer": "beam_pipelines.conversion.writer",
+    "beam_pipelines.frame_spill": "beam_pipelines.conversion.frame_spill",
+    "beam_pipelines.image_codec": "beam_pipelines.conversion.image_codec",
+    "beam_pipelines.jpeg_markers": "beam_pipelines.conversion.jpeg_markers",
+    "beam_pipelines.pixel_conventions": "beam_pipelines.conversion.pixel_conventions",
+    "beam_pipelines.runner_options": "beam_pipelines.runners.options",
+    "beam_pipelines.dask_runner": "beam_pipelines.runners.dask_runner",
+    "beam_pipelines.local_worker": "beam_pipelines.runners.local_worker",
+    "beam_pipelines.portable_preflight": "beam_pipelines.runners.portable_preflight",
+    "beam_pipelines.output_lock": "beam_pipelines.runners.output_lock",
+    "beam_pipelines.job_faults": "beam_pipelines.runners.job_faults",
+    "beam_pipelines.interrupt_exit": "beam_pipelines.runners.interrupt_exit",
+    "beam_pipelines.beam_import_noise": "beam_pipelines.runners.beam_import_noise",
+    "beam_pipelines.download_registry": "beam_pipelines.downloads.registry",
+    "beam_pipelines.http_fetch": "beam_pipelines.downloads.http_fetch",
+    "beam_pipelines.sources.archive_members": "beam_pipelines.sources._lib.archive_members",
+    "beam_pipelines.sources.folder_entries": "beam_pipelines.sources._lib.folder_entries",
+    "beam_pipelines.sources.fraction_split": "beam_pipelines.sources._lib.fraction_split",
+    "beam_pipelines.sources.image_file_units": "beam_pipelines.sources._lib.image_file_units",
+    "beam_pipelines.sources.input_files": "beam_pipelines.sources._lib.input_files",
+    "beam_pipelines.sources.listed_split_source": "beam_pipelines.sources._lib.listed_split_source",
+    "beam_pipelines.sources.published_splits": "beam_pipelines.sources._lib.published_splits",
+    "beam_pipelines.sources.raw_downloads": "beam_pipelines.sources._lib.raw_downloads",
+    "beam_pipelines.sources.source_config": "beam_pipelines.sources._lib.source_config",
+    "episodes.records.storage_paths": "episodes.storage.paths",
+    "episodes.records.storage_access": "episodes.storage.access",
+    "episodes.records.object_uploads": "episodes.storage.uploads",
+    "episodes.records.parallel_reads": "episodes.storage.parallel_reads",
+    "episodes.records.remote_records": "episodes.storage.remote_records",
 }
 
 

@@ -9,7 +9,7 @@ embedded in batches; per-chunk float64 sums -> CombinePerKey adding partial sums
 -> GroupForSums (the class sums and skipped records gathered under one key) -> WriteClassSums
 (sums, counts and skipped records for the driver), then the driver writes the npz
 (`splits.embeddings.embeddings_file`) atomically. No tagged outputs and no side inputs (as in
-beam_pipelines.writer): each step's elements are (kind, value) pairs, so every Beam runner
+beam_pipelines.conversion.writer): each step's elements are (kind, value) pairs, so every Beam runner
 (Dask's included, which hands every tagged output to every consumer) routes them alike. Chunks and batches do not depend on
 the worker count and sums are added in a fixed order, so 1 or N workers give the same matrix.
 Lives apart from the CLI so that Beam workers unpickle its classes by module name.
@@ -34,14 +34,14 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipelines.interrupt_exit import exit_on_interrupt
-from beam_pipelines.job_faults import unwritable_output_in_one_line
-from beam_pipelines.output_lock import acquire_output_lock, clear_remote_leftovers
-from beam_pipelines.runner_options import RunnerChoice
-from beam_pipelines.writer import GatherUnderOneKey, of_kind, values_by_kind
-from episodes.records import storage_paths
+from beam_pipelines.conversion.writer import GatherUnderOneKey, of_kind, values_by_kind
+from beam_pipelines.runners.interrupt_exit import exit_on_interrupt
+from beam_pipelines.runners.job_faults import unwritable_output_in_one_line
+from beam_pipelines.runners.options import RunnerChoice
+from beam_pipelines.runners.output_lock import acquire_output_lock, clear_remote_leftovers
 from episodes.records.dataset_spec import DatasetSpec, SpecError, load_spec
 from episodes.records.local_dataset import require_local_dataset
+from episodes.storage import paths as storage_paths
 from episodes.util.atomic_files import missing_parents, remove_if_empty, staging_folder
 from episodes.util.cli_errors import UserError
 from episodes.util.dead_job_leftovers import clear_leftovers
@@ -189,7 +189,7 @@ class EmbedChunksFn(beam.DoFn):
             self.checkpoint, self.device
         )
         if storage_paths.is_remote(self.dataset_dir):  # ranged reads of the class objects
-            from episodes.records.remote_records import RemoteRecordReader
+            from episodes.storage.remote_records import RemoteRecordReader
 
             self.reader = RemoteRecordReader(self.dataset_dir, self.file_pattern)
         else:
@@ -394,7 +394,7 @@ def check_dataset(dataset_dir: str | os.PathLike) -> DatasetSpec:
 
 def check_remote_dataset(url: str) -> DatasetSpec:
     """`check_dataset` of a dataset folder in object storage (the workers read it there)."""
-    from episodes.records.remote_records import load_remote_dataset, missing_records
+    from episodes.storage.remote_records import load_remote_dataset, missing_records
 
     try:
         spec, listing = load_remote_dataset(url)
@@ -463,7 +463,7 @@ def embed_dataset(
     pipeline starts; the npz is written atomically at the end. A local output is locked for the
     job and the work folders killed jobs left beside it are removed first; `exit_on_ctrl_c` (the
     CLI): Ctrl-C or SIGTERM during the pipeline removes the work folder and ends the process in
-    one line (beam_pipelines.interrupt_exit)."""
+    one line (beam_pipelines.runners.interrupt_exit)."""
     from splits.embeddings.feature_extractor import CheckpointError, load_feature_extractor
 
     output = check_output(output)
