@@ -11,7 +11,7 @@ RAW    := $(DATA)/raw/omniglot_glyphs
 OUT    := $(DATA)/converted
 SEED   ?= 0
 
-.PHONY: demo demo-data demo-episodes demo-splits demo-learners test test-fast lint venv system-deps \
+.PHONY: demo demo-data demo-episodes demo-splits demo-learners test test-fast docs lint venv system-deps \
         clean-data bench bench-sampler bench-episodes bench-feed splits-published
 
 venv: $(STAMP)
@@ -42,7 +42,14 @@ lint: venv
 test: venv system-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(MAKE) docs
 	$(BIN)/python -m pytest -q -m "slow or not slow" tests
+
+# The documentation site in data/site: the command reference generated from the parsers, then
+# mkdocs in strict mode (a broken link or a page missing from the navigation fails).
+docs: venv
+	$(BIN)/python docs/cli_reference.py --output docs/cli.md
+	$(BIN)/mkdocs build --strict --quiet
 
 test-fast: venv system-deps
 	$(BIN)/python -m pytest -q tests

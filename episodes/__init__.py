@@ -1,6 +1,6 @@
 """Episodes: dataset specs, record index and reader, the Meta-Dataset sampler, adapters.
 
-The public API (README: "Reading episodes"):
+The public API (docs/episodes.md, "Episodes"):
 
     from episodes import EpisodeReader, SamplerConfig, load_spec
 

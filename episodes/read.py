@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="cpu",
         choices=episode_reader.DECODE_DEVICES,
         help="cuda: decode JPEG records on the GPU (nvJPEG, opt-in; pixels differ slightly from "
-        "the reference decoder's, README: GPU decoding)",
+        'the reference decoder\'s, docs/operations.md, "Feeding a GPU")',
     )
     parser.add_argument(
         "--resize",

@@ -220,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=DECODE_DEVICES,
         default="cpu",
         help="cuda: decode the episodes' JPEG records on the GPU (nvJPEG); pixels differ "
-        "slightly from the reference decoder's (README: GPU decoding)",
+        'slightly from the reference decoder\'s (docs/operations.md, "Feeding a GPU")',
     )
     device.add_argument(
         "--episodes-per-batch",

@@ -339,7 +339,7 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         choices=DECODE_DEVICES,
         default="cpu",
         help="cuda: decode JPEG records on the GPU (nvJPEG) in the training process; pixels "
-        "differ slightly from the reference decoder's (README: GPU decoding)",
+        'differ slightly from the reference decoder\'s (docs/operations.md, "Feeding a GPU")',
     )
 
 

@@ -528,7 +528,7 @@ def test_the_learner_interface_never_reaches_the_registry():
 
 
 def test_the_learners_top_holds_only_the_commands():
-    """A newcomer sees the folders and the `python -m` commands (README: Layout), each folder
+    """A newcomer sees the folders and the `python -m` commands (docs/layout.md, "Layout of this repository"), each folder
     saying its job in one line (its docstring's first paragraph)."""
     top = [p for p in (REPO / "learners").glob("*.py") if p.name != "__init__.py"]
     loose = sorted(p.name for p in top if '__name__ == "__main__"' not in p.read_text())

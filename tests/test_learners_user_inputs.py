@@ -207,7 +207,7 @@ def test_a_recipe_file_of_ones_own_runs_and_is_documented(tmp_path, capsys) -> N
         a.help for a in train_cli.build_parser()._actions if "--recipe" in a.option_strings
     )
     assert "PATH.toml" in recipe_help and "FAMILY/NAME" in recipe_help
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "learners.md").read_text()
     assert "`--recipe\nPATH.toml`" in readme or "`--recipe PATH.toml`" in readme
 
 

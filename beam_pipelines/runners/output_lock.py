@@ -9,7 +9,7 @@ process ends in any way (kill -9 included), so:
 - a conversion that gets the lock knows no other one is writing there: every hidden staging
   (`.NAME.tmp-*`) or replaced (`.NAME.old-*`) folder beside the output is left over from a run
   that died, and is removed (and named).
-Object stores have no locks (see README, Running at scale): a job writing an output there
+Object stores have no locks (see docs/operations.md, "Running at scale"): a job writing an output there
 removes every staging prefix beside it (`clear_remote_leftovers`), also on GCS, where what a
 killed run's open resumable uploads sent is no object and expires by itself within a week.
 """

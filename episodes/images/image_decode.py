@@ -61,7 +61,7 @@ ImageFile.LOAD_TRUNCATED_IMAGES = False
 use_image_size_limit()  # the converter's limit: every converted image decodes
 
 RESIZE_MODES = ("reference", "antialias")
-DEFAULT_RESIZE = "reference"  # follows Meta-Dataset's decoder (README: reader speed options)
+DEFAULT_RESIZE = "reference"  # follows Meta-Dataset's decoder (docs/episodes.md, "Pixels: which resize, and why")
 INTERPOLATION = "bilinear"  # what caches written before `resize` existed recorded (antialias)
 _FORMATS = ("JPEG", "PNG", "GIF", "BMP", "WEBP", "TIFF", "PPM")
 MIN_CHUNK = 8  # images per thread-pool task: amortises the task overhead

@@ -99,7 +99,7 @@ class RecordSource:
 MIN_SHARE_IMAGES = 16  # an episode is cut into shares of at least this many images
 # The pipeline deepens while a worker holds fewer shares than this: enough queued work to ride
 # out a straggling share of the oldest episode (with 2, 12 emulated workers still plateaued
-# when 1% of images stalled 30 ms; with 4 they kept scaling: README, decode processes).
+# when 1% of images stalled 30 ms; with 4 they kept scaling: docs/episodes.md, "Speed: decode processes by default").
 BUSY_SHARES = 4
 IN_FLIGHT_BYTES = 256 << 20  # ... and while the episodes in flight take less than this
 

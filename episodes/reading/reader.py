@@ -119,7 +119,7 @@ class EpisodeReader:
     "antialias" (`episodes.images.image_decode`). `decode_device="cuda"` (opt-in) decodes
     JPEG records with nvJPEG and resizes them on the GPU (`episodes.images.gpu_decode`): the
     episode's images are then uint8 CUDA tensors, and their pixels differ slightly from the
-    reference decoder's (README: GPU decoding).
+    reference decoder's (docs/operations.md, "Feeding a GPU").
     `sampler_process=True` computes the descriptions of `episodes()` streams ahead in a helper
     process, leaving the calling thread only the copying (worth it for long streams from the
     decoded cache, where sampling is a third of the time; starting the helper takes ~0.3 s).

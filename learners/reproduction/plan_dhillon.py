@@ -88,7 +88,7 @@ NOTES = (
     "(train + val): no class is left to validate on, so the last checkpoint (the end of the "
     "second cosine cycle) is evaluated",
     "Mini-ImageNet: the reader draws from all of a class's ILSVRC-2012 training images, not only "
-    "the 600 the benchmark lists (README, Splits)",
+    'the 600 the benchmark lists (docs/splits.md, "Splits")',
     "fp16 and 8-GPU distributed pre-training (A.2) are left to the user: they change speed, "
     "not the recipe",
 )
