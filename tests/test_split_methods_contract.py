@@ -17,18 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
-from episodes.records.dataset_spec import DatasetSpec
 from episodes.records.split_file import SplitFile, read_split_file
 from episodes.util.cli_errors import UserError
 from splits import make
-from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods import get_method, method_class, method_names
 from splits.split_method import PlannedSplit, SplitInputs, SplitMethod
+from tests.split_inputs import NAMES, write_split_inputs
 
-NAMES = [f"k{i:02d}" for i in range(30)]
 INPUT_FIELDS = ("dataset", "class_names", "embeddings")
 
 
@@ -89,18 +86,7 @@ EXPECTED_CLASSES = {"semantic": 100, "published": 100}  # CIFAR-100's classes, a
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
-    """A converted-dataset spec, a name list and class embeddings of the same 30 classes."""
-    root = tmp_path_factory.mktemp("contract")
-    folder = root / "toyset"
-    folder.mkdir()
-    DatasetSpec(name="toyset", class_names=NAMES, images_per_class=[5] * 30).save(folder)
-    names = root / "names.txt"
-    names.write_text("\n".join(NAMES) + "\n")
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(3, 8))[np.arange(30) % 3] + 0.5 * rng.normal(size=(30, 8))
-    emb = root / "emb.npz"
-    EmbeddingsFile(NAMES, x.astype(np.float32), model="toy", weights_hash="w0").save(emb)
-    return {"dataset": folder, "names": names, "embeddings": emb}
+    return write_split_inputs(tmp_path_factory.mktemp("contract"))
 
 
 def _inputs(case: Case, files: dict[str, Path]) -> SplitInputs:

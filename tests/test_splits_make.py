@@ -10,39 +10,27 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from episodes.records.dataset_spec import DatasetSpec
 from episodes.records.split_file import SplitFile, read_split_file
 from episodes.util.cli_style import command_parser
 from episodes.util.config_flags import add_config_arguments, config_field, config_from_args
 from splits import atg, make, published, semantic
 from splits import random as random_cli
-from splits.embeddings.embeddings_file import EmbeddingsFile
 from splits.methods import get_method, method_class, method_names, register_method
 from splits.methods.random.algorithm import random_split
 from splits.methods.semantic.algorithm import HierarchyError
 from splits.split_method import SplitInputs, SplitMethod
+from tests.split_inputs import NAMES, write_split_inputs
 
 REPO = Path(__file__).resolve().parents[1]
-NAMES = [f"k{i:02d}" for i in range(30)]
 QUICK_ATG = ["--iterations", "300", "--restarts", "2", "--quiet"]
 
 
 @pytest.fixture
 def inputs(tmp_path) -> dict[str, Path]:
     """A converted-dataset spec folder, a name list and class embeddings of the same 30 classes."""
-    folder = tmp_path / "toyset"
-    folder.mkdir()
-    DatasetSpec(name="toyset", class_names=NAMES, images_per_class=[5] * 30).save(folder)
-    names = tmp_path / "names.txt"
-    names.write_text("\n".join(NAMES) + "\n")
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(3, 8))[np.arange(30) % 3] + 0.5 * rng.normal(size=(30, 8))
-    emb = tmp_path / "emb.npz"
-    EmbeddingsFile(NAMES, x.astype(np.float32), model="toy", weights_hash="w0").save(emb)
-    return {"dataset": folder, "names": names, "embeddings": emb}
+    return write_split_inputs(tmp_path)
 
 
 def _one_line(err: str) -> str:
