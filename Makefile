@@ -70,7 +70,7 @@ FT_EPISODES ?= 20
 # generation), and the thread counts, which change the order of sums. DEMO_ENV pins each one
 # for every demo command: torch's paths to AVX2, numpy to its x86-64 baseline (no dispatch),
 # OpenBLAS to its Haswell kernels, DEMO_THREADS threads. Two machines are emulated in
-# tests/test_demo_reproducible.py; `python -m benchmarks.demo_digests` (the demo's last step)
+# tests/project/test_demo_reproducible.py; `python -m benchmarks.demo_digests` (the demo's last step)
 # prints a digest per stage, so two machines that disagree show where they part (issue 30).
 # `make demo DEMO_ENV=` runs unpinned.
 DEMO_THREADS ?= 1

@@ -2,7 +2,7 @@
 evaluation and reports (Meta-Dataset, transductive fine-tuning, FIX-ML and ATG papers).
 
 One folder per step of the flow, each importing only the folders before it
-(`tests/test_import_layers.py`): `feed/` (data in), `nn/` (building blocks), `optim/`,
+(`tests/project/test_import_layers.py`): `feed/` (data in), `nn/` (building blocks), `optim/`,
 `inference/` (adapting to an episode), `methods/` (the Learner interface, the registry, the
 methods), `training/`, `evaluation/`, `reproduction/` (a paper's table in one command);
 `train.py`, `evaluate.py`, `report.py` and `reproduce.py` on top are the `python -m` commands. The modules that moved into the folders in 0.2.0 keep their old import

@@ -1,8 +1,11 @@
-"""Shared test set-up: quiet TensorFlow, single-threaded torch, a local Beam runner factory."""
+"""Shared test set-up: quiet TensorFlow, no GPU, the fixtures every package's tests may ask for.
+
+Helpers live in tests/fixtures/ (imported by name); the pytest fixtures below and the plugins
+listed in `pytest_plugins` are available to every test without an import.
+"""
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
@@ -11,26 +14,26 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-# The project's shared/ folder (papers, reference data) sits beside the repository checkout;
-# FEWSHOT_SHARED overrides it.
-SHARED = Path(
-    os.environ.get("FEWSHOT_SHARED", Path(__file__).resolve().parents[1].parent / "shared")
+from tests.fixtures.local_runner import make_local_runner  # noqa: E402
+from tests.fixtures.paths import PAPERS, REFERENCE_DATA, shared_path  # noqa: E402
+
+pytest_plugins = (
+    "tests.fixtures.object_store",  # s3: a moto server on 127.0.0.1
+    "tests.fixtures.jpeg_records",  # jpeg_dataset: JPEG records of 6 training classes
+    "tests.fixtures.conversion_processes",  # slow_raw: a conversion that runs tens of seconds
 )
-REFERENCE_DATA = SHARED / "reference-data" / "meta-dataset"
 
 
 @pytest.fixture(scope="session")
 def reference_data() -> Path:
-    if not REFERENCE_DATA.exists():
-        pytest.fail(f"reference data not found at {REFERENCE_DATA} (set FEWSHOT_SHARED)")
-    return REFERENCE_DATA
+    """Meta-Dataset's published specs and split lists (shared/reference-data), or a skip."""
+    return shared_path(REFERENCE_DATA)
 
 
-def make_local_runner(workers: int = 1):
-    """The local Beam runner exactly as the CLIs build it."""
-    from beam_pipelines.runners.options import make_runner
-
-    return make_runner(argparse.Namespace(runner="DirectRunner", direct_num_workers=workers), [])
+@pytest.fixture(scope="session")
+def papers() -> Path:
+    """The four papers as text (shared/papers), or a skip."""
+    return shared_path(PAPERS)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ Opt-in (`EpisodeReader(decode_device="cuda")`); the default stays the CPU path, 
 are the reference reader's. The resize here is the same arithmetic as
 `reference_resize.reference_resize_into` (TF1 bilinear, align_corners, float32, the same
 operation order, then round half to even): given the same decoded pixels it gives the same
-bytes (tests/test_gpu_decode.py checks this on the CPU). What differs is the decode itself:
+bytes (tests/episodes/test_gpu_decode.py checks this on the CPU). What differs is the decode itself:
 nvJPEG's IDCT and chroma upsampling against libjpeg-turbo's INTEGER_FAST with fancy
 upsampling; that difference is measured on a GPU (`benchmarks/train_feed.py --decode-device
 cuda` prints its mean and max |diff|). Images that are not JPEG (PNG records) are decoded on the

@@ -72,7 +72,7 @@ def choose_loading(
     episodes/s with 15 workers on a 16-core H200 host where inline reading gave 22; two cores
     stay for the training process and its copy thread). On a CPU, or for generated data,
     the training process reads (the CPU default, unchanged). Every choice gives the same
-    items in the same order (tests/test_training_feed.py), so results do not depend on it.
+    items in the same order (tests/learners/test_training_feed.py), so results do not depend on it.
     With `decode_device="cuda"` the training process reads (GPU decoding runs there)."""
     if loader_workers is not None or decode_processes is not None:
         return loader_workers or 0, decode_processes or 0, None
