@@ -251,9 +251,9 @@ def compare_staging(images: Path, tmp: str, args, beam_args: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def s3_store(url: str, beam_args: list[str]):
+def s3_store(url: str, beam_args: list[str], server_pids: list[int] | None = None):
     """Beam's S3 flags for `url`: the given ones, or a moto server on 127.0.0.1 started here
-    (its bucket created) and stopped after."""
+    (its bucket created) and stopped after; its process id is appended to `server_pids`."""
     if not url.startswith("s3://") or any(a.startswith("--s3_endpoint_url") for a in beam_args):
         yield beam_args
         return
@@ -267,6 +267,8 @@ def s3_store(url: str, beam_args: list[str]):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    if server_pids is not None:
+        server_pids.append(server.pid)
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -337,7 +337,8 @@ def compare_object_store(args, beam_args: list[str]) -> None:
 
     characters = str(args.object_store_characters)
     raw = ensure_glyphs(args.scratch / f"glyphs-{characters}", "--max-characters", characters)
-    with s3_store("s3://bench-out/x", beam_args) as flags:
+    server: list[int] = []
+    with s3_store("s3://bench-out/x", beam_args, server) as flags:
         _upload_folder(raw, f"s3://bench-raw/glyphs-{characters}", flags)
         contenders = [(f"local -> s3, {n} worker(s)", str(raw), n) for n in args.workers] + [
             (f"s3 -> s3, {n} worker(s)", f"s3://bench-raw/glyphs-{characters}", n)
@@ -348,7 +349,11 @@ def compare_object_store(args, beam_args: list[str]) -> None:
             order = contenders if round_ % 2 == 0 else contenders[::-1]
             for i, (name, source, workers) in enumerate(order):
                 out = f"s3://bench-out/r{round_}-{i}"
-                runs[name].append(run_child("ours", "omniglot", source, out, str(workers), flags))
+                before = process_cpu_seconds(server[0]) if server else 0.0
+                run = run_child("ours", "omniglot", source, out, str(workers), flags)
+                if server:
+                    run["server_cpu_seconds"] = process_cpu_seconds(server[0]) - before
+                runs[name].append(run)
         for n in args.workers:
             rows = summarize(
                 {k: v for k, v in runs.items() if k.endswith(f" {n} worker(s)")},
@@ -361,12 +366,43 @@ def compare_object_store(args, beam_args: list[str]) -> None:
                 f"s3 -> s3 / local -> s3 images/s, {n} worker(s) = {ratio:.2f} "
                 f"(goal >= {GOAL_OBJECT_STORE}): {verdict}"
             )
+            if server:
+                print_server_share(runs, n)
         if len(args.workers) > 1:
             rows = summarize(
                 {k: v for k, v in runs.items() if k.startswith("s3 -> s3")},
                 f"s3 -> s3, {args.workers[0]} worker(s)",
             )
             print_table(f"scaling, s3 -> s3, {args.rounds} rounds", rows, "1st")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process `pid` has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def print_server_share(runs: dict[str, list[dict]], workers: int) -> None:
+    """What the loopback S3 server itself costs per image, beside the converter's own CPU:
+    on a machine whose cores the server shares, its request handling bounds s3 -> s3."""
+    for name, results in runs.items():
+        if name.endswith(f" {workers} worker(s)"):
+            images = results[0]["images"]
+            server = statistics.median(r["server_cpu_seconds"] for r in results) / images
+            ours = statistics.median(r["cpu_seconds"] for r in results) / images
+            print(
+                f"  {name:<28} converter CPU {ours * 1e6:,.0f} us/image, "
+                f"S3 server CPU {server * 1e6:,.0f} us/image"
+            )
+    local, remote = (
+        [r for k, v in runs.items() if k == f"{side} -> s3, {workers} worker(s)" for r in v]
+        for side in ("local", "s3")
+    )
+    ratio = statistics.median(
+        (b["images"] / b["cpu_seconds"]) / (a["images"] / a["cpu_seconds"])
+        for a, b in zip(local, remote)
+    )
+    print(f"  s3 -> s3 / local -> s3 images per converter CPU-second = {ratio:.2f}")
 
 
 def _upload_folder(folder: Path, url: str, flags: list[str]) -> None:

@@ -35,7 +35,7 @@ from tests.fixtures.paths import REPO
 
 torch.set_num_threads(1)
 
-RUNS = REPO / "tests" / "runs_before_0_2"
+RUNS = REPO / "tests" / "fixtures" / "runs_before_0_2"
 PINNED = platform.machine() == "x86_64"  # make demo's pinned code path (DEMO_ENV) exists
 # The flags the runs were made with (tests/fixtures/runs_before_0_2/README.md), without --steps.
 COMMON = [
