@@ -34,6 +34,7 @@ from typing import IO, Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from episodes.storage.s3_get import get_object_bytes
 from episodes.storage.uploads import bucket_and_key
 from episodes.util.cli_errors import OutputExistsError, UsageError
 from episodes.util.moved_modules import moved_names
@@ -298,7 +299,7 @@ def read_bytes(path: str) -> bytes:
         scheme = FileSystems.get_scheme(path)
         if scheme == "s3":
             bucket, key = bucket_and_key(path)
-            return _shared_s3_client().get_object(Bucket=bucket, Key=key)["Body"].read()
+            return get_object_bytes(_shared_s3_client(), bucket, key)
         if scheme == "gs":
             bucket, key = bucket_and_key(path)
             return _gcsio().client.bucket(bucket).blob(key).download_as_bytes()
