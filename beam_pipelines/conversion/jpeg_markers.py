@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 __all__ = [
     "jpeg_header",
+    "JPEG_MAGIC",
     "JpegHeader",
     "MULTI_PICTURE",
     "SOF_MARKERS",
@@ -22,6 +23,7 @@ __all__ = [
     "START_OF_SCAN",
 ]
 
+JPEG_MAGIC = b"\xff\xd8\xff"  # SOI and the next marker's 0xFF: what PIL opens as a JPEG
 # Start-of-frame markers (PIL's JpegImagePlugin.MARKER "SOF" entries): C0-CF but DHT (C4),
 # JPG (C8) and DAC (CC).
 SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
@@ -39,7 +41,7 @@ class JpegHeader(NamedTuple):
 
 def jpeg_header(data: bytes) -> JpegHeader | None:
     """The header of a plain 8-bit JPEG (module docstring), or None."""
-    if data[:3] != b"\xff\xd8\xff":
+    if not data.startswith(JPEG_MAGIC):
         return None
     pos, end, frame = 2, len(data), None
     while pos + 4 <= end:
