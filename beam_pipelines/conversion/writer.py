@@ -323,24 +323,29 @@ class WriteConvertedDataset(beam.PTransform):
     output_dir: str
 
     def expand(self, units):
-        coded = units | "EncodeUnits" >> beam.ParDo(
-            EncodeImagesFn(
-                self.source, self.plan.class_index(), self.plan.image_options, self.output_dir
-            )
+        encoder = EncodeImagesFn(
+            self.source, self.plan.class_index(), self.plan.image_options, self.output_dir
         )
-        results = (
-            coded
-            | "KeepEncoded" >> beam.FlatMap(of_kind, ENCODED)
-            | "GroupByClass" >> beam.GroupByKey()
-            | "WriteClassFiles" >> beam.Map(kind_class_result, self.output_dir)
-        )
+        coded = units | "EncodeUnits" >> beam.ParDo(encoder)
         # Few steps: building and planning a Beam pipeline costs about 0.03 s of CPU per step,
         # a fixed cost that a small dataset's conversion feels (benchmarks/convert.py).
-        written_or_rejected = coded | "KeepForSpec" >> beam.Filter(
-            lambda element: element[0] in (CLASS_RESULT, REJECTED)
-        )
+        if all(encoder.whole_class_of(unit) is not None for unit in self.plan.units):
+            # every class is written by its unit: no batches to group, only class results and
+            # rejects come out
+            for_spec: tuple[beam.PCollection, ...] = (coded,)
+        else:
+            results = (
+                coded
+                | "KeepEncoded" >> beam.FlatMap(of_kind, ENCODED)
+                | "GroupByClass" >> beam.GroupByKey()
+                | "WriteClassFiles" >> beam.Map(kind_class_result, self.output_dir)
+            )
+            written_or_rejected = coded | "KeepForSpec" >> beam.Filter(
+                lambda element: element[0] in (CLASS_RESULT, REJECTED)
+            )
+            for_spec = (results, written_or_rejected)
         return (
-            (results, written_or_rejected)
+            for_spec
             | "GatherForSpec" >> GatherUnderOneKey()
             # the plan without its work units: Beam pickles (and bz2-compresses) a step's
             # arguments, and the units list every input file (seconds for 30,000 files)
@@ -371,8 +376,9 @@ def units_in_this_process(units: list[WorkUnit]) -> Iterator[str]:
         del _UNITS_IN_THIS_PROCESS[token]
 
 
-def units_of_token(token: str) -> list[WorkUnit]:
-    """The work units `units_in_this_process` registered under `token`."""
+def units_of_impulse(_: bytes, token: str) -> list[WorkUnit]:
+    """The work units `units_in_this_process` registered under `token` (for the one element
+    of an Impulse)."""
     return _UNITS_IN_THIS_PROCESS[token]
 
 
@@ -396,8 +402,8 @@ class ConvertUnits(beam.PTransform):
         if self.units_token is not None:
             units = (
                 pipeline
-                | "CreateUnits" >> beam.Create([self.units_token])
-                | "UnitsOfToken" >> beam.FlatMap(units_of_token)
+                | "CreateUnits" >> beam.Impulse()
+                | "UnitsOfToken" >> beam.FlatMap(units_of_impulse, self.units_token)
             )
         else:
             reshuffle = self.spread and len(self.plan.units) > 1
