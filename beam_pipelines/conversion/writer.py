@@ -59,6 +59,7 @@ __all__ = [
     "class_file_names",
     "CLASS_RESULT",
     "CONVERTER_VERSION",
+    "ConvertInThisProcessFn",
     "ConvertUnits",
     "units_in_this_process",
     "ENCODED",
@@ -376,10 +377,40 @@ def units_in_this_process(units: list[WorkUnit]) -> Iterator[str]:
         del _UNITS_IN_THIS_PROCESS[token]
 
 
-def units_of_impulse(_: bytes, token: str) -> list[WorkUnit]:
-    """The work units `units_in_this_process` registered under `token` (for the one element
-    of an Impulse)."""
-    return _UNITS_IN_THIS_PROCESS[token]
+class ConvertInThisProcessFn(beam.DoFn):
+    """For the one element of an Impulse, on a runner whose one worker is the launcher's
+    process: every work unit registered under `units_token` encoded (`EncodeImagesFn`), the
+    classes split over several units written from their spilled batches (`write_class_file`),
+    then the spec. What WriteConvertedDataset's steps do, in one step: Beam's per-step cost of
+    building, planning and running a job (its DoFn checks, options views, a bundle processor
+    per stage) is a third of a small dataset's conversion, and one process needs no shuffle
+    to bring the classes' batches and results together."""
+
+    def __init__(self, source: Any, plan: ConversionPlan, output_dir: str, units_token: str):
+        self.encoder = EncodeImagesFn(source, plan.class_index(), plan.image_options, output_dir)
+        self.plan = dataclasses.replace(plan, units=[])  # the units come by reference
+        self.output_dir = output_dir
+        self.units_token = units_token
+
+    def setup(self):
+        self.encoder.setup()
+
+    def process(self, _: bytes):
+        batches: dict[int, list[list[FrameRef]]] = {}
+        results, rejected = [], []
+        self.encoder.start_bundle()
+        for unit in _UNITS_IN_THIS_PROCESS[self.units_token]:
+            for kind, value in self.encoder.process(unit):
+                if kind == ENCODED:
+                    batches.setdefault(value[0], []).append(value[1])
+                elif kind == CLASS_RESULT:
+                    results.append(value)
+                else:
+                    rejected.append(value)
+        self.encoder.finish_bundle()  # the spill files complete before they are read
+        for class_id, class_batches in sorted(batches.items()):
+            results.append(write_class_file((class_id, class_batches), self.output_dir))
+        yield write_spec(self.plan, results, rejected, self.output_dir)
 
 
 @dataclass
@@ -388,9 +419,9 @@ class ConvertUnits(beam.PTransform):
     worker in the launcher's process needs none), -> a converted dataset folder.
 
     `units_token` (`units_in_this_process`, for one worker in the launcher's process): the units
-    reach the worker by reference. Beam pickles and bz2-compresses a Create step's values
-    several times while it builds and plans the job, once per representation (half a second
-    of CPU for 30,000 files, a third of a small conversion's fixed cost)."""
+    reach the worker by reference (Beam pickles and bz2-compresses a Create step's values
+    several times while it builds and plans the job: half a second of CPU for 30,000 files),
+    and one step converts them (`ConvertInThisProcessFn`)."""
 
     source: Any
     plan: ConversionPlan
@@ -400,14 +431,18 @@ class ConvertUnits(beam.PTransform):
 
     def expand(self, pipeline):
         if self.units_token is not None:
-            units = (
+            return (
                 pipeline
-                | "CreateUnits" >> beam.Impulse()
-                | "UnitsOfToken" >> beam.FlatMap(units_of_impulse, self.units_token)
+                | "Start" >> beam.Impulse()
+                | "ConvertInThisProcess"
+                >> beam.ParDo(
+                    ConvertInThisProcessFn(
+                        self.source, self.plan, self.output_dir, self.units_token
+                    )
+                )
             )
-        else:
-            reshuffle = self.spread and len(self.plan.units) > 1
-            units = pipeline | "CreateUnits" >> beam.Create(self.plan.units, reshuffle=reshuffle)
+        reshuffle = self.spread and len(self.plan.units) > 1
+        units = pipeline | "CreateUnits" >> beam.Create(self.plan.units, reshuffle=reshuffle)
         return units | "WriteDataset" >> WriteConvertedDataset(
             self.source, self.plan, self.output_dir
         )
