@@ -15,7 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageFile
 
-from beam_pipelines.conversion.jpeg_markers import jpeg_header
+from beam_pipelines.conversion.codec_fast_paths import (
+    PNG_SIGNATURE,
+    decode_plain_png,
+    encode_jpeg,
+)
+from beam_pipelines.conversion.jpeg_markers import JPEG_MAGIC, jpeg_header
 from beam_pipelines.conversion.pixel_conventions import (
     PIXEL_CONVENTIONS,
     encode_reference_jpeg,
@@ -91,6 +96,10 @@ def decode_image(data: bytes | None = None, array: np.ndarray | None = None) -> 
         if problem := size_problem(arr.shape[1], arr.shape[0]):
             raise ImageRejected(problem)
         return Image.fromarray(arr)
+    if data and data.startswith(PNG_SIGNATURE):
+        image = decode_plain_png(data)  # PIL's decoder without its Python layers, or None
+        if image is not None:
+            return image
     with _rejected_when_undecodable():
         image = open_image(data)
         image.load()
@@ -154,6 +163,9 @@ def encode_image(image: Image.Image, options: ImageOptions) -> bytes:
     """Encode deterministically (no timestamps or random metadata)."""
     buffer = io.BytesIO()
     if options.image_format == "jpeg":
+        encoded = encode_jpeg(image, options.jpeg_quality)  # Image.save's bytes, or None
+        if encoded is not None:
+            return encoded
         image.save(buffer, format="JPEG", quality=options.jpeg_quality, optimize=False)
     else:
         image.save(buffer, format="PNG", compress_level=6)
@@ -200,6 +212,10 @@ def kept_as_is(
     if options.invert or options.resize is not None:
         return False
     if options.image_format != "jpeg" or options.mode != "RGB":
+        return False
+    if not data.startswith(JPEG_MAGIC):
+        # PIL opens only such bytes as a JPEG (its JPEG plugin's test): anything else is
+        # converted, and `decode_image` rejects it with the reason opening it here would give
         return False
     header = jpeg_header(data)
     if header is not None and header.components == 3:  # PIL: a JPEG of mode RGB

@@ -11,10 +11,12 @@ for every file PIL parses.
 
 from __future__ import annotations
 
+import struct
 from typing import NamedTuple
 
 __all__ = [
     "jpeg_header",
+    "JPEG_MAGIC",
     "JpegHeader",
     "MULTI_PICTURE",
     "SOF_MARKERS",
@@ -22,11 +24,14 @@ __all__ = [
     "START_OF_SCAN",
 ]
 
+JPEG_MAGIC = b"\xff\xd8\xff"  # SOI and the next marker's 0xFF: what PIL opens as a JPEG
 # Start-of-frame markers (PIL's JpegImagePlugin.MARKER "SOF" entries): C0-CF but DHT (C4),
 # JPG (C8) and DAC (CC).
 SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 START_OF_SCAN = 0xDA
 STANDALONE = frozenset(range(0xD0, 0xD9)) | {0x01}  # RSTn, SOI, TEM: no length field
+_SEGMENT = struct.Struct(">BBH")  # 0xFF, marker, segment length
+_FRAME = struct.Struct(">BHHB")  # a frame header: precision, height, width, components
 MULTI_PICTURE = b"MPF\x00"  # an APP2 segment PIL opens as MPO, not JPEG
 
 
@@ -39,29 +44,30 @@ class JpegHeader(NamedTuple):
 
 def jpeg_header(data: bytes) -> JpegHeader | None:
     """The header of a plain 8-bit JPEG (module docstring), or None."""
-    if data[:3] != b"\xff\xd8\xff":
+    if not data.startswith(JPEG_MAGIC):
         return None
     pos, end, frame = 2, len(data), None
+    segment_at = _SEGMENT.unpack_from
     while pos + 4 <= end:
-        if data[pos] != 0xFF:
+        fill, marker, length = segment_at(data, pos)  # length: read, used by segments only
+        if fill != 0xFF:
             return None
-        marker = data[pos + 1]
         if marker == 0xFF:  # fill byte
             pos += 1
             continue
         if marker in STANDALONE:
             pos += 2
             continue
-        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
         segment_end = pos + 2 + length
         if length < 2 or segment_end > end:
             return None
         if marker in SOF_MARKERS:
-            if frame is not None or length < 8 or data[pos + 4] != 8:
+            if frame is not None or length < 8:
                 return None
-            height = int.from_bytes(data[pos + 5 : pos + 7], "big")
-            width = int.from_bytes(data[pos + 7 : pos + 9], "big")
-            frame = (width, height, data[pos + 9])
+            precision, height, width, components = _FRAME.unpack_from(data, pos + 4)
+            if precision != 8:
+                return None
+            frame = (width, height, components)
         elif marker == 0xE2 and data[pos + 4 : pos + 8] == MULTI_PICTURE:
             return None
         elif marker == START_OF_SCAN:

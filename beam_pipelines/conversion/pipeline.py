@@ -18,7 +18,7 @@ import apache_beam as beam
 
 from beam_pipelines.conversion.frame_spill import remove_spill
 from beam_pipelines.conversion.progress import ProgressReporter
-from beam_pipelines.conversion.writer import ConvertUnits
+from beam_pipelines.conversion.writer import ConvertUnits, units_in_this_process
 from beam_pipelines.runners.interrupt_exit import exit_on_interrupt, interrupts_deferred
 from beam_pipelines.runners.job_faults import unwritable_output_in_one_line
 from beam_pipelines.runners.options import RunnerChoice
@@ -249,11 +249,15 @@ def _convert_locked(source, input_path, output, runner, overwrite, exit_on_ctrl_
             exit_on_interrupt(on_ctrl_c, stopped) if exit_on_ctrl_c else nullcontext(),
             unwritable_output_in_one_line(output),  # a full disk: one line naming the output
         ):
-            with ProgressReporter(tmp, plan.expected_items):
-                with beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline:
-                    _ = pipeline | "Convert" >> ConvertUnits(
-                        source, plan, str(tmp), spread=not runner.one_local_worker
-                    )
+            in_process = runner.one_local_worker
+            with (
+                ProgressReporter(tmp, plan.expected_items),
+                units_in_this_process(plan.units) if in_process else nullcontext() as token,
+                beam.Pipeline(runner=runner.runner, options=runner.options) as pipeline,
+            ):
+                _ = pipeline | "Convert" >> ConvertUnits(
+                    source, plan, str(tmp), spread=not in_process, units_token=token
+                )
         with interrupts_deferred():  # never half-published
             commit_output(tmp, output)
     except BaseException:

@@ -19,6 +19,8 @@ import io
 
 from PIL import Image, ImageChops
 
+from beam_pipelines.conversion.codec_fast_paths import encode_jpeg
+
 __all__ = [
     "encode_reference_jpeg",
     "invert_pixels",
@@ -70,6 +72,9 @@ def invert_pixels(image: Image.Image) -> Image.Image:
 
 def encode_reference_jpeg(image: Image.Image, quality: int = REFERENCE_JPEG_QUALITY) -> bytes:
     """JPEG as the reference saves it (PIL defaults: 4:2:0 subsampling, no optimisation)."""
+    encoded = encode_jpeg(image, quality)  # the same bytes without Image.save's overhead
+    if encoded is not None:
+        return encoded
     buffer = io.BytesIO()
     image.save(buffer, format="JPEG", quality=quality)
     return buffer.getvalue()

@@ -18,10 +18,12 @@ whatever the runner, worker count or bundle order.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +59,9 @@ __all__ = [
     "class_file_names",
     "CLASS_RESULT",
     "CONVERTER_VERSION",
+    "ConvertInThisProcessFn",
     "ConvertUnits",
+    "units_in_this_process",
     "ENCODED",
     "EncodeImagesFn",
     "GATHER_TRIGGER",
@@ -320,24 +324,29 @@ class WriteConvertedDataset(beam.PTransform):
     output_dir: str
 
     def expand(self, units):
-        coded = units | "EncodeUnits" >> beam.ParDo(
-            EncodeImagesFn(
-                self.source, self.plan.class_index(), self.plan.image_options, self.output_dir
-            )
+        encoder = EncodeImagesFn(
+            self.source, self.plan.class_index(), self.plan.image_options, self.output_dir
         )
-        results = (
-            coded
-            | "KeepEncoded" >> beam.FlatMap(of_kind, ENCODED)
-            | "GroupByClass" >> beam.GroupByKey()
-            | "WriteClassFiles" >> beam.Map(kind_class_result, self.output_dir)
-        )
+        coded = units | "EncodeUnits" >> beam.ParDo(encoder)
         # Few steps: building and planning a Beam pipeline costs about 0.03 s of CPU per step,
         # a fixed cost that a small dataset's conversion feels (benchmarks/convert.py).
-        written_or_rejected = coded | "KeepForSpec" >> beam.Filter(
-            lambda element: element[0] in (CLASS_RESULT, REJECTED)
-        )
+        if all(encoder.whole_class_of(unit) is not None for unit in self.plan.units):
+            # every class is written by its unit: no batches to group, only class results and
+            # rejects come out
+            for_spec: tuple[beam.PCollection, ...] = (coded,)
+        else:
+            results = (
+                coded
+                | "KeepEncoded" >> beam.FlatMap(of_kind, ENCODED)
+                | "GroupByClass" >> beam.GroupByKey()
+                | "WriteClassFiles" >> beam.Map(kind_class_result, self.output_dir)
+            )
+            written_or_rejected = coded | "KeepForSpec" >> beam.Filter(
+                lambda element: element[0] in (CLASS_RESULT, REJECTED)
+            )
+            for_spec = (results, written_or_rejected)
         return (
-            (results, written_or_rejected)
+            for_spec
             | "GatherForSpec" >> GatherUnderOneKey()
             # the plan without its work units: Beam pickles (and bz2-compresses) a step's
             # arguments, and the units list every input file (seconds for 30,000 files)
@@ -353,20 +362,87 @@ def kind_class_result(element: tuple[int, Iterable[list[FrameRef]]], output_dir:
     return CLASS_RESULT, write_class_file(element, output_dir)
 
 
+_UNITS_IN_THIS_PROCESS: dict[str, list[WorkUnit]] = {}
+
+
+@contextlib.contextmanager
+def units_in_this_process(units: list[WorkUnit]) -> Iterator[str]:
+    """A token that stands for `units` while the block runs, for `ConvertUnits(units_token=)`
+    on a runner whose one worker is this process."""
+    token = uuid.uuid4().hex
+    _UNITS_IN_THIS_PROCESS[token] = units
+    try:
+        yield token
+    finally:
+        del _UNITS_IN_THIS_PROCESS[token]
+
+
+class ConvertInThisProcessFn(beam.DoFn):
+    """For the one element of an Impulse, on a runner whose one worker is the launcher's
+    process: every work unit registered under `units_token` encoded (`EncodeImagesFn`), the
+    classes split over several units written from their spilled batches (`write_class_file`),
+    then the spec. What WriteConvertedDataset's steps do, in one step: Beam's per-step cost of
+    building, planning and running a job (its DoFn checks, options views, a bundle processor
+    per stage) is a third of a small dataset's conversion, and one process needs no shuffle
+    to bring the classes' batches and results together."""
+
+    def __init__(self, source: Any, plan: ConversionPlan, output_dir: str, units_token: str):
+        self.encoder = EncodeImagesFn(source, plan.class_index(), plan.image_options, output_dir)
+        self.plan = dataclasses.replace(plan, units=[])  # the units come by reference
+        self.output_dir = output_dir
+        self.units_token = units_token
+
+    def setup(self):
+        self.encoder.setup()
+
+    def process(self, _: bytes):
+        batches: dict[int, list[list[FrameRef]]] = {}
+        results, rejected = [], []
+        self.encoder.start_bundle()
+        for unit in _UNITS_IN_THIS_PROCESS[self.units_token]:
+            for kind, value in self.encoder.process(unit):
+                if kind == ENCODED:
+                    batches.setdefault(value[0], []).append(value[1])
+                elif kind == CLASS_RESULT:
+                    results.append(value)
+                else:
+                    rejected.append(value)
+        self.encoder.finish_bundle()  # the spill files complete before they are read
+        for class_id, class_batches in sorted(batches.items()):
+            results.append(write_class_file((class_id, class_batches), self.output_dir))
+        yield write_spec(self.plan, results, rejected, self.output_dir)
+
+
 @dataclass
 class ConvertUnits(beam.PTransform):
     """The plan's work units, spread over workers (`spread`: a reshuffle hands them out; one
-    worker in the launcher's process needs none), -> a converted dataset folder."""
+    worker in the launcher's process needs none), -> a converted dataset folder.
+
+    `units_token` (`units_in_this_process`, for one worker in the launcher's process): the units
+    reach the worker by reference (Beam pickles and bz2-compresses a Create step's values
+    several times while it builds and plans the job: half a second of CPU for 30,000 files),
+    and one step converts them (`ConvertInThisProcessFn`)."""
 
     source: Any
     plan: ConversionPlan
     output_dir: str
     spread: bool = True
+    units_token: str | None = None
 
     def expand(self, pipeline):
+        if self.units_token is not None:
+            return (
+                pipeline
+                | "Start" >> beam.Impulse()
+                | "ConvertInThisProcess"
+                >> beam.ParDo(
+                    ConvertInThisProcessFn(
+                        self.source, self.plan, self.output_dir, self.units_token
+                    )
+                )
+            )
         reshuffle = self.spread and len(self.plan.units) > 1
-        return (
-            pipeline
-            | "CreateUnits" >> beam.Create(self.plan.units, reshuffle=reshuffle)
-            | "WriteDataset" >> WriteConvertedDataset(self.source, self.plan, self.output_dir)
+        units = pipeline | "CreateUnits" >> beam.Create(self.plan.units, reshuffle=reshuffle)
+        return units | "WriteDataset" >> WriteConvertedDataset(
+            self.source, self.plan, self.output_dir
         )

@@ -12,6 +12,7 @@ Alphabet_of_the_Magi 20 characters: ids 883-963). Class names are `<Alphabet>-<c
 
 from __future__ import annotations
 
+import os
 import zipfile
 from collections import defaultdict
 from collections.abc import Iterator
@@ -199,12 +200,13 @@ class OmniglotSource(Source):
     def read_unit(self, unit: WorkUnit) -> Iterator[RawItem]:
         class_name, kind, path, files = unit.payload
         if kind == "folder":  # objects in storage: several read at once, yielded in order
-            files = [join(path, name) for name in files]
-            for file, data in zip(files, read_in_order(files)):
+            paths = [join(path, name) for name in files]
+            for file, data in zip(paths, read_in_order(paths)):
+                name = os.path.basename(file)  # Path(file).name, without building a Path
                 if isinstance(data, OSError):
-                    yield RawItem(class_name, Path(file).name, file, error=f"unreadable: {data}")
+                    yield RawItem(class_name, name, file, error=f"unreadable: {data}")
                     continue
-                yield RawItem(class_name, Path(file).name, file, data=data)
+                yield RawItem(class_name, name, file, data=data)
         else:
             with open_binary(path) as stream, zipfile.ZipFile(stream) as archive:
                 for member in files:

@@ -190,23 +190,46 @@ def encode_image_example(image: bytes, label: int) -> bytes:
     return b"".join(image_example_pieces(image, label))
 
 
+def _uvarint(value: int) -> bytes:
+    """`_varint` of a non-negative int, the sizes of a record's fields without a loop."""
+    if value < 0x80:
+        return _SMALL_VARINTS[value]
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+    return _varint(value)
+
+
+_SMALL_VARINTS = [bytes((value,)) for value in range(0x80)]
+
+
 def image_example_pieces(image: bytes, label: int) -> tuple[bytes, bytes, bytes]:
     """`encode_image_example` as (head, image, tail), built from the fixed pieces around the
     image without copying it (a conversion encodes one record per image)."""
     image = bytes(image)
-    n = len(image)
-    bytes_list = 1 + len(_varint(n)) + n  # BytesList{value: image}
-    feature = 1 + len(_varint(bytes_list)) + bytes_list  # Feature{bytes_list}
-    entry = len(_IMAGE_KEY) + 1 + len(_varint(feature)) + feature
+    n_varint = _uvarint(len(image))
+    bytes_list = 1 + len(n_varint) + len(image)  # BytesList{value: image}
+    bytes_list_varint = _uvarint(bytes_list)
+    feature = 1 + len(bytes_list_varint) + bytes_list  # Feature{bytes_list}
+    feature_varint = _uvarint(feature)
+    entry = len(_IMAGE_KEY) + 1 + len(feature_varint) + feature
+    entry_varint = _uvarint(entry)
     tail = _label_entry(int(label))
-    entries = 1 + len(_varint(entry)) + entry + len(tail)
+    entries = 1 + len(entry_varint) + entry + len(tail)
     head = b"".join(
         (
-            b"\n" + _varint(entries),
-            b"\n" + _varint(entry),
-            _IMAGE_KEY + b"\x12" + _varint(feature),
-            b"\n" + _varint(bytes_list),
-            b"\n" + _varint(n),
+            b"\n",
+            _uvarint(entries),
+            b"\n",
+            entry_varint,
+            _IMAGE_KEY,
+            b"\x12",
+            feature_varint,
+            b"\n",
+            bytes_list_varint,
+            b"\n",
+            n_varint,
         )
     )
     return head, image, tail

@@ -40,6 +40,8 @@ try:  # C implementation (fast); a dependency of the project.
         """CRC-32C of the bytes whose CRC is `crc` followed by `data`."""
         return _gcrc.extend(crc, data)
 
+    _extend = _gcrc.extend  # crc32c_extend without the Python call (one per record piece)
+
 except ImportError:  # pragma: no cover - fallback when google-crc32c is missing
     import crcmod.predefined as _crcmod
 
@@ -52,6 +54,8 @@ except ImportError:  # pragma: no cover - fallback when google-crc32c is missing
     def crc32c_extend(crc: int, data: bytes) -> int:
         """CRC-32C of the bytes whose CRC is `crc` followed by `data`."""
         return _CRC_FN(bytes(data), crc)
+
+    _extend = crc32c_extend
 
 
 _MASK_DELTA = 0xA282EAD8
@@ -85,10 +89,11 @@ def _masked(crc: int) -> int:
 def frame_pieces(pieces: Sequence[bytes]) -> list[bytes]:
     """`frame_record(b"".join(pieces))` as a list of pieces: a large payload part (an image) is
     framed without being copied into one buffer first."""
-    crc = 0
+    crc = size = 0
     for piece in pieces:
-        crc = crc32c_extend(crc, piece)
-    length = _LEN.pack(sum(len(piece) for piece in pieces))
+        crc = _extend(crc, piece)
+        size += len(piece)
+    length = _LEN.pack(size)
     return [length + _CRC.pack(masked_crc32c(length)), *pieces, _CRC.pack(_masked(crc))]
 
 

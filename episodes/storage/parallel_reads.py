@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from episodes.storage.paths import is_remote, read_bytes
+from episodes.storage.paths import is_remote, read_bytes, read_local_file
 
 READ_THREADS = 8
 IN_FLIGHT = 16
@@ -42,6 +42,13 @@ def _read(path: str) -> bytes | OSError:
         return exc
 
 
+def _read_local(path: str) -> bytes | OSError:
+    try:
+        return read_local_file(path)
+    except OSError as exc:
+        return exc
+
+
 def read_in_order(paths: Iterable[str], in_flight: int = IN_FLIGHT) -> Iterator[bytes | OSError]:
     """The bytes of each of `paths`, in order, or the OSError its read raised."""
     pending: deque[Future | bytes | OSError] = deque()
@@ -49,7 +56,7 @@ def read_in_order(paths: Iterable[str], in_flight: int = IN_FLIGHT) -> Iterator[
         if is_remote(path):
             pending.append(_pool().submit(_read, path))
         else:
-            pending.append(_read(path))
+            pending.append(_read_local(path))
         if len(pending) >= max(1, in_flight):
             yield _result(pending.popleft())
     while pending:

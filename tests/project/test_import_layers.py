@@ -451,6 +451,7 @@ LEARNERS_MAY_IMPORT = ("learners", "episodes")
 # package's `__init__` (which may prepare a starting command; no module imports it).
 BEAM_PIPELINES_LAYERS: dict[str, tuple[str, ...]] = {
     "formats": (
+        "beam_pipelines.conversion.codec_fast_paths",
         "beam_pipelines.conversion.image_codec",
         "beam_pipelines.conversion.jpeg_markers",
         "beam_pipelines.conversion.pixel_conventions",
