@@ -14,6 +14,9 @@ step the same way (Beam's Dask runner hands every tagged output to every consume
 recomputes a side input's producers), so the kinds travel as the first tuple field instead.
 Records inside a class are ordered by the source's item key, so the files are byte-identical
 whatever the runner, worker count or bundle order.
+On one worker in the launcher's own process (the local runner's default) the same work is one
+step, ConvertInThisProcessFn, given the units by reference: no shuffle has anything to bring
+together there, and Beam's fixed cost per step was a third of a small dataset's conversion.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import io
 import os
 import struct
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from beam_pipelines.conversion.jpeg_markers import (
     JpegHeader,
     jpeg_header,
 )
+from beam_pipelines.sources._lib.folder_entries import list_entries
 from episodes.records.example_proto import encode_example, image_example_pieces
 from episodes.records.tfrecord_io import frame_pieces, frame_record
 from episodes.storage.parallel_reads import read_in_order
@@ -323,3 +325,29 @@ def test_record_pieces_are_the_encoded_record(size, label):
     record = encode_example({"image": image, "label": [label]})
     assert b"".join(image_example_pieces(image, label)) == record
     assert b"".join(frame_pieces(image_example_pieces(image, label))) == frame_record(record)
+
+
+def test_folder_listing_sorts_and_sorts_out_as_before(tmp_path):
+    """list_entries reads regular files from their directory entries (no stat call): the same
+    order and kinds as walking the Paths, links and special files still sorted out."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for name in ["b.png", "A.png", "a.png", "_x.jpg", "10.png", "9.png"]:
+        (folder / name).write_bytes(b"x")
+    (folder / "sub").mkdir()
+    (folder / "link.png").symlink_to(folder / "a.png")
+    (folder / "broken.png").symlink_to(tmp_path / "missing.png")
+    (folder / "loop").symlink_to(folder)
+    (folder / "self.png").symlink_to(folder / "self.png")
+    os.mkfifo(folder / "pipe.png")
+    listing = list_entries(folder)
+    assert listing.files == sorted(
+        p for p in folder.iterdir() if p.is_file() and p.name != "self.png"
+    )
+    assert listing.folders == [folder / "sub"]
+    assert [(Path(p).name, reason.split(" (")[0]) for p, reason in listing.skipped] == [
+        ("broken.png", "a broken symbolic link"),
+        ("loop", "a folder loop: it leads back to " + str(folder) + ", which contains it"),
+        ("pipe.png", "a named pipe"),
+        ("self.png", "a symbolic link loop"),
+    ]

@@ -51,11 +51,18 @@ def list_entries(folder: Any, ancestors: Sequence[Any] = ()) -> FolderEntries:
     folder with only files and folders). `ancestors` are the folders above it in the walk: a
     sub-folder that is one of them (or `folder` itself), reached through a link, is a loop."""
     result = FolderEntries()
-    local = isinstance(folder, Path)
-    seen = {_identity(p) for p in (*ancestors, folder)} if local else set()
-    for path in sorted(folder.iterdir()):
-        if not local:
+    if not isinstance(folder, Path):
+        for path in sorted(folder.iterdir()):
             (result.folders if path.is_dir() else result.files).append(path)
+        return result
+    seen = {_identity(p) for p in (*ancestors, folder)}
+    with os.scandir(folder) as listing:  # names sorted as the Paths of one folder sort
+        entries = sorted(listing, key=lambda entry: entry.name)
+    for entry in entries:
+        path = folder / entry.name
+        # a regular file by its directory entry (no link): no stat call, the usual case
+        if entry.is_file(follow_symlinks=False):
+            result.files.append(path)
             continue
         try:
             info = os.stat(path)  # follows symbolic links
