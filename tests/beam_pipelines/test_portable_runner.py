@@ -26,8 +26,9 @@ from beam_pipelines.episodes import main as shards_main
 from beam_pipelines.runners.options import make_runner
 from episodes.records.dataset_spec import load_spec
 from tests.fixtures.cli_processes import REPO, python_m
-from tests.fixtures.object_store import free_port, wait_until_listening
+from tests.fixtures.object_store import wait_until_listening
 from tests.fixtures.portable_runner_input import write_runner_check_input
+from tests.fixtures.ports import free_port
 from tests.fixtures.reader_datasets import write_dataset
 
 PORTABLE = [

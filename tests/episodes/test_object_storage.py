@@ -36,13 +36,13 @@ from tests.fixtures.object_store import (
     S3Server,
     embed_here_and_from,
     files_of,
-    free_port,
     run_cli,
     same_dataset,
     shards_read_where_they_lie,
     some_classes,
     spec_without_paths,
 )
+from tests.fixtures.ports import free_port
 from tests.fixtures.raw.aircraft import write_aircraft_fixture
 from tests.fixtures.raw.cifar100 import write_cifar100_fixture
 from tests.fixtures.raw.dtd import write_dtd_fixture

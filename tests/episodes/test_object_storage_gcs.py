@@ -24,13 +24,13 @@ from tests.fixtures.local_runner import make_local_runner
 from tests.fixtures.object_store import (
     SHARD_ARGS,
     embed_here_and_from,
-    free_port,
     run_cli,
     same_dataset,
     shards_read_where_they_lie,
     some_classes,
     wait_until_listening,
 )
+from tests.fixtures.ports import free_port
 from tests.fixtures.raw.ilsvrc import write_ilsvrc_fixture
 from tests.fixtures.raw.omniglot import write_omniglot_fixture
 from tests.fixtures.raw.quickdraw import write_quickdraw_fixture
